@@ -1,0 +1,52 @@
+"""The one error type users see, and the exit codes it maps to.
+
+Everything a user can cause (bad inventory, unreachable hosts, a failed run)
+raises ``DeepopsError`` or a subclass; ``cli.main`` turns it into a message on
+stderr and an exit code. Tracebacks are shown only with ``--debug``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+EXIT_OK = 0
+EXIT_FAILURE = 1  # a host problem or a failed run
+EXIT_INVALID_INPUT = 2  # nothing was touched
+
+
+@dataclass(frozen=True)
+class Problem:
+    """One finding about user input: where it is, which key, what is wrong."""
+
+    file: str
+    scope: str  # "host gpu01", "group slurm_compute", or "" for the file itself
+    key: str
+    message: str
+
+    def __str__(self) -> str:
+        where = ": ".join(part for part in (self.file, self.scope, self.key) if part)
+        return f"{where}: {self.message}" if where else self.message
+
+
+class DeepopsError(Exception):
+    """A failure the user can act on; carries its own exit code."""
+
+    exit_code = EXIT_FAILURE
+
+    def __init__(self, message: str, *, exit_code: int | None = None, problems: tuple[Problem, ...] | list[Problem] = ()):
+        super().__init__(message)
+        self.message = message
+        self.problems = tuple(problems)
+        if exit_code is not None:
+            self.exit_code = exit_code
+
+    def render(self) -> str:
+        lines = [self.message]
+        lines.extend(f"  - {problem}" for problem in self.problems)
+        return "\n".join(lines)
+
+
+class InputError(DeepopsError):
+    """Invalid input (inventory, options, variables): exit 2, no host touched."""
+
+    exit_code = EXIT_INVALID_INPUT
