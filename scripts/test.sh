@@ -1,0 +1,22 @@
+#!/usr/bin/env bash
+# README command 2 (and CI's): set up, then run every test, integration included.
+#   scripts/test.sh            everything
+#   scripts/test.sh unit       unit tests and linters only (no Docker)
+# Integration tests never skip here: a missing Docker engine is a failure.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+what=${1:-all}
+
+scripts/setup.sh
+export PATH="$PWD/.venv/bin:$PATH"
+
+echo "== unit tests and linters"
+pytest tests/unit -q
+
+if [[ $what == unit ]]; then
+  exit 0
+fi
+
+scripts/start-docker.sh
+echo "== integration tests (virtual cluster)"
+DEEPOPS_REQUIRE_INTEGRATION=1 pytest tests/integration -v -x

@@ -1,0 +1,10 @@
+#!/usr/bin/env bash
+# README command 1: set up, bring up the virtual cluster, check it, deploy it.
+#   scripts/virtual-deploy.sh [deepops virtual up options...]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+scripts/setup.sh
+scripts/start-docker.sh
+.venv/bin/deepops virtual up "$@"
+.venv/bin/deepops check
+.venv/bin/deepops deploy
