@@ -1,0 +1,1 @@
+"""The virtual cluster: systemd containers with simulated GPUs, reachable over SSH (see cluster.py)."""

@@ -1,0 +1,449 @@
+"""The virtual cluster: systemd containers with SSH on loopback, and their inventory.
+
+Everything ``up`` creates carries the docker label ``deepops.virtual=<name>``,
+where the cluster name is ``$DEEPOPS_VIRTUAL_NAME`` (default ``deepops``), so
+several clusters (a user's and the test suite's) can share one Docker engine.
+``down`` removes exactly that cluster's containers and network, plus the files
+it wrote under ``.deepops/virtual``. The apt cache's data (``.deepops/cache/apt-cacher-ng``)
+and the images are caches and stay.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from deepops_py import paths
+from deepops_py.errors import DeepopsError, InputError
+from deepops_py.virtual import docker, image, inventory, payload
+from deepops_py.virtual.gpus import GpuSpec
+
+APT_CACHE = "deepops-aptcache"  # the cache's name on the cluster network, whatever its container is called
+APT_CACHE_PORT = 3142
+DEFAULT_CLUSTER_NAME = "deepops"
+CONTROLLER = "ctl01"
+DEFAULT_GPUS = (GpuSpec("h100", 8), GpuSpec("a100", 4))
+MAX_COMPUTE = 32
+READY_TIMEOUT_S = 120
+IMAGE_NAMES = tuple(image.SUITES)
+
+ROLE_LABEL = "deepops.virtual.role"
+HOST_LABEL = "deepops.virtual.host"
+GPUS_LABEL = "deepops.virtual.gpus"
+IMAGE_NAME_LABEL = "deepops.virtual.image"
+
+# systemd as PID 1 without --privileged (which fails on the test VMs).
+SYSTEMD_RUN_OPTIONS = (
+    "--cap-add", "SYS_ADMIN", "--security-opt", "seccomp=unconfined", "--cgroupns=host",
+    "-v", "/sys/fs/cgroup:/sys/fs/cgroup:rw", "--tmpfs", "/run", "--tmpfs", "/run/lock",
+    "--stop-signal", "SIGRTMIN+3",  # systemd's "halt"; SIGTERM would only make it re-execute
+)
+
+
+@dataclass(frozen=True)
+class NodeSpec:
+    name: str
+    role: str  # "controller" or "compute"
+    gpus: GpuSpec | None
+
+
+@dataclass(frozen=True)
+class ClusterSpec:
+    """What ``virtual up`` should create."""
+
+    compute: int
+    gpus: tuple[GpuSpec, ...]
+    image: str
+
+    @classmethod
+    def from_options(cls, *, compute: int = 2, gpus: Sequence[str] = (), image: str = "debian12") -> ClusterSpec:
+        if not 1 <= compute <= MAX_COMPUTE:
+            raise InputError(f"--compute {compute}: must be from 1 to {MAX_COMPUTE}")
+        if image not in IMAGE_NAMES:
+            raise InputError(f"--image {image!r}: choose one of {', '.join(IMAGE_NAMES)}")
+        parsed = tuple(GpuSpec.parse(text) for text in gpus) or DEFAULT_GPUS
+        return cls(compute=compute, gpus=parsed, image=image)
+
+    def nodes(self) -> list[NodeSpec]:
+        computes = [NodeSpec(f"gpu{i + 1:02d}", "compute", self.gpus[i % len(self.gpus)]) for i in range(self.compute)]
+        return [NodeSpec(CONTROLLER, "controller", None), *computes]
+
+
+@dataclass
+class NodeState:
+    name: str  # the hostname, as in the inventory
+    container: str
+    role: str
+    status: str  # docker's: running, exited, created, ...
+    ssh_port: int | None
+    gpus: str  # "h100:8"; "" on the controller
+    image: str
+
+
+@dataclass
+class ClusterState:
+    nodes: list[NodeState] = field(default_factory=list)
+    apt_cache: str | None = None  # the apt cache container's status, None when absent
+    network: str | None = None
+    inventory_path: Path = field(default_factory=lambda: _files().inventory)
+    changes: list[str] = field(default_factory=list)  # what the last 'up' did
+
+    @property
+    def exists(self) -> bool:
+        return bool(self.nodes)
+
+    def as_dict(self) -> dict:
+        files = _files()
+        return {
+            "exists": self.exists,
+            "nodes": [asdict(node) for node in self.nodes],
+            "name": cluster_name(),
+            "apt_cache": {"container": _apt_cache_container(), "status": self.apt_cache, "url": _apt_proxy_url(),
+                          "data_dir": str(_apt_cache_dir())},
+            "network": self.network,
+            "inventory": str(self.inventory_path) if self.inventory_path.exists() else None,
+            "ssh_key": str(files.key) if files.key.exists() else None,
+            "known_hosts": str(files.known_hosts) if files.known_hosts.exists() else None,
+            "changes": list(self.changes),
+        }
+
+
+@dataclass(frozen=True)
+class _Files:
+    directory: Path
+    inventory: Path
+    known_hosts: Path
+    key: Path
+    public_key: Path
+
+
+def _files() -> _Files:
+    directory = paths.virtual_dir()
+    return _Files(directory, directory / "inventory.yml", directory / "known_hosts",
+                  directory / "id_ed25519", directory / "id_ed25519.pub")
+
+
+def cluster_name() -> str:
+    name = os.environ.get("DEEPOPS_VIRTUAL_NAME", DEFAULT_CLUSTER_NAME)
+    if not re.fullmatch(r"[a-z][a-z0-9-]{0,30}", name):
+        raise InputError(f"DEEPOPS_VIRTUAL_NAME={name!r}: use lowercase letters, digits and '-', starting with a letter")
+    return name
+
+
+def _network() -> str:
+    return f"{cluster_name()}-net"
+
+
+def _container(host: str) -> str:
+    """Docker's name for node HOST (its hostname inside the cluster stays HOST)."""
+    return f"{cluster_name()}-{host}"
+
+
+def _apt_cache_container() -> str:
+    return _container("aptcache")
+
+
+def _apt_cache_dir() -> Path:
+    return paths.state_dir() / "cache" / "apt-cacher-ng"
+
+
+def _apt_proxy_url() -> str:
+    return f"http://{APT_CACHE}:{APT_CACHE_PORT}"
+
+
+def _progress(message: str) -> None:
+    print(f"virtual: {message}", file=sys.stderr, flush=True)
+
+
+# --------------------------------------------------------------------------
+# status
+
+
+def status() -> ClusterState:
+    docker.ensure_engine()
+    network = _network()
+    state = ClusterState(network=network if network in docker.networks(cluster_name()) else None)
+    for container in docker.containers(cluster_name()):
+        labels = container["Config"]["Labels"] or {}
+        running = container["State"]["Status"]
+        if labels.get(ROLE_LABEL) == "aptcache":
+            state.apt_cache = running
+            continue
+        bindings = (container["NetworkSettings"]["Ports"] or {}).get("22/tcp") or []
+        port = int(bindings[0]["HostPort"]) if bindings else None
+        state.nodes.append(NodeState(labels.get(HOST_LABEL, "?"), container["Name"].lstrip("/"),
+                                     labels.get(ROLE_LABEL, "?"), running, port,
+                                     labels.get(GPUS_LABEL, ""), labels.get(IMAGE_NAME_LABEL, "")))
+    state.nodes.sort(key=lambda node: (node.role != "controller", node.name))
+    return state
+
+
+def print_status(state: ClusterState) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    console = Console(width=max(Console().width, 100))  # pipes get 80 columns: too narrow for the table
+    if not state.exists:
+        console.print("No virtual cluster. Create one with: deepops virtual up")
+        return
+    table = Table(title="Virtual cluster")
+    for column in ("Node", "Role", "State", "SSH", "Simulated GPUs", "Image"):
+        table.add_column(column, no_wrap=True)
+    for node in state.nodes:
+        role = "controller+login+monitoring" if node.role == "controller" else node.role
+        ssh = f"127.0.0.1:{node.ssh_port}" if node.ssh_port else "-"
+        colour = "green" if node.status == "running" else "red"
+        table.add_row(node.name, role, f"[{colour}]{node.status}[/]", ssh, node.gpus or "-", node.image)
+    console.print(table)
+    console.print(f"apt cache: {_apt_cache_container()} ({state.apt_cache or 'absent'}), "
+                  f"{_apt_proxy_url()} on network {state.network}")
+
+
+# --------------------------------------------------------------------------
+# up
+
+
+def up(spec: ClusterSpec) -> ClusterState:
+    """Create, start or complete the cluster so it matches SPEC; safe to re-run."""
+    docker.ensure_engine()
+    files = _files()
+    changes: list[str] = []
+    public_key = _ensure_key(files, changes)
+    existing: dict[str, dict] = {}  # hostname (or "aptcache") -> docker inspect
+    for container in docker.containers(cluster_name()):
+        labels = container["Config"]["Labels"] or {}
+        existing[labels.get(HOST_LABEL) or "aptcache"] = container
+    apt_cache = existing.pop("aptcache", None)
+    wanted = spec.nodes()
+    _refuse_mismatches(wanted, existing, spec)
+    extra = sorted(set(existing) - {node.name for node in wanted})
+    if extra:
+        _progress(f"keeping nodes not in this spec: {', '.join(extra)} (remove all with: deepops virtual down)")
+
+    to_create = [node for node in wanted if node.name not in existing]
+    if to_create or apt_cache is None:
+        node_image = image.NodeImage(spec.image)
+        image.ensure_node_image(node_image)
+        image.ensure_aptcache_image(image.AptCacheImage(node_image))
+    if _network() not in docker.networks(cluster_name()):
+        docker.run(["network", "create", "--label", f"{docker.LABEL}={cluster_name()}", _network()])
+        changes.append(f"created network {_network()}")
+    _ensure_apt_cache(spec, apt_cache, changes)
+
+    booting: list[str] = []
+    for node in to_create:
+        _create_node(node, spec, public_key)
+        changes.append(f"created {node.name}")
+        booting.append(node.name)
+    for name, container in existing.items():
+        if container["State"]["Status"] != "running":
+            docker.run(["start", _container(name)])
+            changes.append(f"started {name}")
+            booting.append(name)
+    node_names = [node.name for node in wanted] + extra
+    for name in node_names:
+        # Also for nodes found running: 'docker restart' returns before sshd is up.
+        _wait_until_ready(name, announce=name in booting)
+    if to_create:
+        _check_apt_through_cache(to_create[0].name, image.SUITES[spec.image])
+
+    endpoints = [_endpoint(name, public_key, changes) for name in node_names]
+    _write_if_changed(files.known_hosts, inventory.render_known_hosts(endpoints), changes)
+    _write_if_changed(
+        files.inventory,
+        inventory.render_inventory(endpoints, key_path=files.key, known_hosts_path=files.known_hosts,
+                                   apt_proxy=_apt_proxy_url()),
+        changes,
+    )
+    state = status()
+    state.changes = changes
+    if not changes:
+        _progress("already up to date: nothing changed")
+    return state
+
+
+def _ensure_key(files: _Files, changes: list[str]) -> str:
+    if not (files.key.exists() and files.public_key.exists()):
+        files.directory.mkdir(parents=True, exist_ok=True)
+        files.key.unlink(missing_ok=True)
+        files.public_key.unlink(missing_ok=True)
+        try:
+            subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", "deepops-virtual", "-f", str(files.key)],
+                           check=True, capture_output=True, text=True)
+        except FileNotFoundError:
+            raise DeepopsError("ssh-keygen not found: install openssh-client") from None
+        except subprocess.CalledProcessError as error:
+            raise DeepopsError(f"ssh-keygen failed: {error.stderr.strip()}") from None
+        changes.append(f"generated SSH key {files.key}")
+    return files.public_key.read_text().strip() + "\n"
+
+
+def _refuse_mismatches(wanted: list[NodeSpec], existing: dict[str, dict], spec: ClusterSpec) -> None:
+    """An existing node cannot change model or image in place: say so instead of guessing."""
+    problems = []
+    for node in wanted:
+        container = existing.get(node.name)
+        if container is None:
+            continue
+        labels = container["Config"]["Labels"] or {}
+        have_gpus, want_gpus = labels.get(GPUS_LABEL, ""), str(node.gpus or "")
+        if have_gpus != want_gpus:
+            problems.append(f"{node.name} has GPUs {have_gpus or 'none'}, wanted {want_gpus or 'none'}")
+        if labels.get(IMAGE_NAME_LABEL) != spec.image:
+            problems.append(f"{node.name} runs {labels.get(IMAGE_NAME_LABEL)}, wanted {spec.image}")
+    if problems:
+        raise InputError(
+            "The running virtual cluster differs from the requested one; run 'deepops virtual down' first:\n  "
+            + "\n  ".join(problems)
+        )
+
+
+def _labels(role: str, spec: ClusterSpec, host: str = "", gpus: GpuSpec | None = None) -> list[str]:
+    labels = [f"{docker.LABEL}={cluster_name()}", f"{ROLE_LABEL}={role}", f"{HOST_LABEL}={host}",
+              f"{IMAGE_NAME_LABEL}={spec.image}", f"{GPUS_LABEL}={gpus or ''}"]
+    return [argument for label in labels for argument in ("--label", label)]
+
+
+def _ensure_apt_cache(spec: ClusterSpec, container: dict | None, changes: list[str]) -> None:
+    if container is not None:
+        if container["State"]["Status"] != "running":
+            docker.run(["start", _apt_cache_container()])
+            changes.append(f"started {_apt_cache_container()}")
+        return
+    cache_dir = _apt_cache_dir()
+    cache_dir.mkdir(parents=True, exist_ok=True)
+    docker.run([
+        "run", "-d", "--name", _apt_cache_container(), "--hostname", APT_CACHE,
+        "--network", _network(), "--network-alias", APT_CACHE,
+        *_labels("aptcache", spec), "-v", f"{cache_dir}:/var/cache/apt-cacher-ng",
+        image.AptCacheImage(image.NodeImage(spec.image)).tag,
+    ])
+    changes.append(f"created {_apt_cache_container()} (apt-cacher-ng, data in {cache_dir})")
+
+
+def _create_node(node: NodeSpec, spec: ClusterSpec, public_key: str) -> None:
+    _progress(f"creating {node.name}" + (f" with simulated GPUs {node.gpus}" if node.gpus else ""))
+    docker.run([
+        "create", "--name", _container(node.name), "--hostname", node.name, "--network", _network(),
+        *_labels(node.role, spec, node.name, node.gpus), *SYSTEMD_RUN_OPTIONS, "-p", "127.0.0.1::22",
+        image.NodeImage(spec.image).tag,
+    ])
+    try:
+        docker.run(["cp", "-", f"{_container(node.name)}:/"], input=payload.node_tar(node.name, public_key, node.gpus))
+        docker.run(["start", _container(node.name)])
+    except DeepopsError:
+        docker.run(["rm", "-f", _container(node.name)], check=False)  # no half-made node for the next 'up' to trust
+        raise
+
+
+def _wait_until_ready(name: str, *, announce: bool) -> None:
+    """Wait for systemd to finish booting and sshd to answer on the published port."""
+    if announce:
+        _progress(f"waiting for {name} to boot")
+    deadline = time.monotonic() + READY_TIMEOUT_S
+    state = ""
+    while time.monotonic() < deadline:
+        result = docker.exec_(_container(name), ["systemctl", "is-system-running", "--wait"], check=False,
+                              timeout=max(1.0, deadline - time.monotonic()))
+        state = result.stdout.strip()
+        if state in ("running", "degraded"):
+            break
+        time.sleep(0.5)
+    else:
+        raise DeepopsError(f"{name} did not finish booting within {READY_TIMEOUT_S} s (systemd state: {state or '?'}); "
+                           f"see: docker logs {_container(name)}")
+    if state == "degraded":
+        failed = docker.exec_(_container(name), ["systemctl", "--failed", "--plain", "--no-legend"], check=False).stdout.strip()
+        _progress(f"{name}: systemd is degraded (failed units: {failed or '?'})")
+    port = docker.published_port(_container(name))
+    while time.monotonic() < deadline:
+        if _ssh_banner(port):
+            return
+        time.sleep(0.5)
+    raise DeepopsError(f"sshd on {name} (127.0.0.1:{port}) did not answer within {READY_TIMEOUT_S} s")
+
+
+def _ssh_banner(port: int) -> bool:
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=2) as connection:
+            return connection.recv(16).startswith(b"SSH-")
+    except OSError:
+        return False
+
+
+def _check_apt_through_cache(node: str, suite: str) -> None:
+    """Nodes must reach Debian's mirrors through the cache, or every deploy fails later."""
+    script = (
+        "import sys, urllib.request as r\n"
+        f"opener = r.build_opener(r.ProxyHandler({{'http': '{_apt_proxy_url()}'}}))\n"
+        f"for url in ('{image.MIRROR}/dists/{suite}/InRelease', '{image.SECURITY_MIRROR}/dists/{suite}-security/InRelease'):\n"
+        "    opener.open(url, timeout=30).read(64)\n"
+    )
+    error = ""
+    for _attempt in range(10):  # apt-cacher-ng may still be starting
+        result = docker.exec_(_container(node), ["python3", "-c", script], check=False, timeout=90)
+        if result.returncode == 0:
+            _progress(f"apt through {_apt_cache_container()} reaches {image.MIRROR} and {image.SECURITY_MIRROR}")
+            return
+        error = (result.stderr.strip().splitlines() or ["?"])[-1]
+        time.sleep(2)
+    raise DeepopsError(f"{node} cannot reach Debian's mirror through the apt cache {_apt_proxy_url()}: {error}; "
+                       f"see: docker logs {_apt_cache_container()}")
+
+
+def _endpoint(name: str, public_key: str, changes: list[str]) -> inventory.Endpoint:
+    """Read NODE's SSH port and host key; reinstall our public key if the node lost it (new key pair)."""
+    separator = "--deepops--"
+    output = docker.exec_(_container(name), ["sh", "-c", f"cat /etc/ssh/ssh_host_ed25519_key.pub; echo {separator};"
+                                 " cat /root/.ssh/authorized_keys 2>/dev/null || true"]).stdout
+    host_key_line, _, authorized = output.partition(separator + "\n")
+    host_key = " ".join(host_key_line.split()[:2])
+    if public_key.strip() not in authorized:
+        docker.run(["cp", "-", f"{_container(name)}:/"], input=payload.node_tar(name, public_key, None))
+        changes.append(f"installed the SSH key on {name}")
+    role = "controller" if name == CONTROLLER else "compute"
+    return inventory.Endpoint(name, role, docker.published_port(_container(name)), host_key)
+
+
+def _write_if_changed(path: Path, content: str, changes: list[str]) -> None:
+    if path.exists() and path.read_text() == content:
+        return
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(content)
+    changes.append(f"wrote {path}")
+    _progress(f"wrote {path}")
+
+
+# --------------------------------------------------------------------------
+# down
+
+
+def down() -> Iterator[str]:
+    """Remove this cluster's containers and network (by label), and the files 'up' wrote."""
+    docker.ensure_engine()
+    containers = [container["Name"].lstrip("/") for container in docker.containers(cluster_name())]
+    for name in sorted(containers):
+        docker.run(["rm", "-f", "-v", name])
+        yield f"removed container {name}"
+    for network in docker.networks(cluster_name()):
+        docker.run(["network", "rm", network])
+        yield f"removed network {network}"
+    files = _files()
+    for path in (files.inventory, files.known_hosts, files.key, files.public_key):
+        if path.exists():
+            path.unlink()
+            yield f"removed {path}"
+    if files.directory.is_dir() and not any(files.directory.iterdir()):
+        files.directory.rmdir()
+    if not containers:
+        yield "no virtual cluster containers were running"
+    if _apt_cache_dir().is_dir():
+        yield f"kept the apt cache data in {_apt_cache_dir()} so the next 'up' is fast (delete it to free space)"
+    yield "kept the images deepops-node:* and deepops-aptcache:* (remove with: docker rmi)"

@@ -1,0 +1,61 @@
+"""The virtual cluster's Ansible inventory and SSH known_hosts file."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import yaml
+
+HEADER = (
+    "# Written by 'deepops virtual up' for the virtual cluster on this machine's Docker engine.\n"
+    "# Regenerated when ports change; edits are lost. Remove with 'deepops virtual down'.\n"
+)
+
+
+@dataclass(frozen=True)
+class Endpoint:
+    """How Ansible reaches one virtual node."""
+
+    name: str
+    role: str  # "controller" or "compute"
+    port: int
+    host_key: str  # "ssh-ed25519 AAAA..." (no comment)
+
+
+def render_inventory(endpoints: Sequence[Endpoint], *, key_path: Path, known_hosts_path: Path, apt_proxy: str) -> str:
+    ssh_args = f"-o UserKnownHostsFile={known_hosts_path} -o StrictHostKeyChecking=yes -o IdentitiesOnly=yes"
+    hosts = {
+        endpoint.name: {
+            "ansible_host": "127.0.0.1",
+            "ansible_port": endpoint.port,
+            "ansible_user": "root",
+            "ansible_ssh_private_key_file": str(key_path),
+            "ansible_ssh_common_args": ssh_args,
+        }
+        for endpoint in endpoints
+    }
+
+    def members(role: str) -> dict:
+        # Fresh dicts per group: shared ones would come out as YAML anchors and aliases.
+        return {"hosts": {endpoint.name: {} for endpoint in endpoints if endpoint.role == role}}
+
+    document = {
+        "all": {
+            "vars": {"common_apt_proxy": apt_proxy, "deepops_virtual": True},
+            "hosts": hosts,
+            "children": {
+                "slurm_controller": members("controller"),
+                "slurm_login": members("controller"),
+                "monitoring": members("controller"),
+                "slurm_compute": members("compute"),
+            },
+        }
+    }
+    return HEADER + yaml.safe_dump(document, sort_keys=False, default_flow_style=False)
+
+
+def render_known_hosts(endpoints: Sequence[Endpoint]) -> str:
+    """One line per node: ``[127.0.0.1]:PORT ssh-ed25519 AAAA...`` (the form ssh looks up for non-22 ports)."""
+    return "".join(f"[127.0.0.1]:{endpoint.port} {endpoint.host_key}\n" for endpoint in endpoints)
