@@ -1,0 +1,374 @@
+"""The one wrapper around ansible-runner: every playbook run goes through ``run_playbook``.
+
+Each run gets an id (``20261130-101502-deploy-ab12``) and its own directory
+``.deepops/runs/<id>/``: ansible-runner writes its artifacts there (stdout,
+job_events/, status, rc) and we keep ``run.json`` beside them, written at the
+start and rewritten at the end, which is what ``deepops runs`` reads.
+
+Results come from runner events and the ``playbook_on_stats`` event only,
+never from Ansible's text output. The child gets a minimal environment:
+``ANSIBLE_*`` and ``DEEPOPS_*`` from the caller plus what SSH and a UTF-8
+locale need, with this venv's bin/ first on PATH so ``ansible-playbook`` runs
+under the same Python that can import ``deepops_py`` (the plugins need it).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import shlex
+import shutil
+import socket
+import sys
+import tempfile
+import threading
+import time
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+import ansible_runner
+
+from deepops_py import paths
+from deepops_py.errors import DeepopsError, InputError
+from deepops_py.progress import ProgressView, make_progress
+from deepops_py.run_results import (
+    RUN_FILE,
+    STATUS_INTERRUPTED,
+    STATUS_RUNNING,
+    EventCollector,
+    HostResult,
+    RunResult,
+    final_status,
+)
+
+__all__ = ["RunRequest", "RunResult", "HostResult", "run_playbook", "print_summary", "RUN_FILE"]
+
+# Besides ANSIBLE_*/DEEPOPS_*, only what ssh, sudo prompts and Ansible's UTF-8 locale check need.
+_PASSTHROUGH_NAMES = ("HOME", "USER", "LOGNAME", "SSH_AUTH_SOCK", "LANG", "LC_ALL", "LC_CTYPE", "TMPDIR", "TZ")
+_PASSTHROUGH_PREFIXES = ("ANSIBLE_", "DEEPOPS_")
+
+# How often ansible-runner polls for cancellation (its default, 5 s, makes Ctrl-C feel dead).
+_RUNNER_SETTINGS = {"pexpect_timeout": 1}
+
+
+@dataclass(frozen=True)
+class RunRequest:
+    """What to run. ``playbook`` is a name under <content>/playbooks/ or an absolute path.
+
+    ``content_dir`` (playbooks/ and ansible.cfg) defaults to the installed
+    content; tests point it elsewhere.
+    """
+
+    command: str
+    playbook: str
+    inventory: Path
+    limit: str | None = None
+    tags: str | None = None
+    skip_tags: str | None = None
+    extra_vars: dict[str, Any] = field(default_factory=dict)
+    forks: int | None = None
+    check: bool = False
+    diff: bool = False
+    content_dir: Path | None = None
+
+    def resolved_content_dir(self) -> Path:
+        if self.content_dir is not None:
+            return Path(self.content_dir).absolute()
+        try:
+            return paths.content_dir()
+        except RuntimeError as error:
+            raise DeepopsError(str(error)) from None
+
+    def playbook_path(self) -> Path:
+        if Path(self.playbook).is_absolute():
+            return Path(self.playbook)
+        return self.resolved_content_dir() / "playbooks" / self.playbook
+
+    def ansible_cfg(self) -> Path:
+        return self.resolved_content_dir() / "ansible.cfg"
+
+    def describe(self) -> dict[str, Any]:
+        """The request as stored in run.json: extra variables by name only, their values may be secrets."""
+        return {
+            "limit": self.limit,
+            "tags": self.tags,
+            "skip_tags": self.skip_tags,
+            "extra_vars": sorted(self.extra_vars),
+            "forks": self.forks,
+            "check": self.check,
+            "diff": self.diff,
+        }
+
+
+def _now() -> datetime:
+    return datetime.now().astimezone()
+
+
+def _new_run_dir(command: str) -> tuple[str, Path]:
+    runs = paths.runs_dir()
+    runs.mkdir(parents=True, exist_ok=True)
+    while True:
+        run_id = f"{_now():%Y%m%d-%H%M%S}-{command}-{secrets.token_hex(2)}"
+        run_dir = runs / run_id
+        try:
+            run_dir.mkdir(mode=0o700)
+        except FileExistsError:
+            continue
+        return run_id, run_dir
+
+
+def write_run_file(run_dir: Path, result: RunResult, extra: dict[str, Any] | None = None) -> None:
+    """Replace run.json atomically, so a reader never sees half a file."""
+    data = result.as_dict()
+    data.update(extra or {})
+    temporary = run_dir / f".{RUN_FILE}.tmp"
+    temporary.write_text(json.dumps(data, indent=2) + "\n")
+    os.replace(temporary, run_dir / RUN_FILE)
+
+
+def build_env(ansible_cfg: Path, environ: dict[str, str] | None = None) -> dict[str, str]:
+    """The child's environment: a whitelist of the caller's, plus our config and this venv first on PATH."""
+    environ = dict(os.environ if environ is None else environ)
+    env = {
+        name: value
+        for name, value in environ.items()
+        if name in _PASSTHROUGH_NAMES or name.startswith(_PASSTHROUGH_PREFIXES)
+    }
+    venv_bin = str(Path(sys.executable).parent)
+    env["PATH"] = os.pathsep.join(part for part in (venv_bin, environ.get("PATH", os.defpath)) if part)
+    env["ANSIBLE_CONFIG"] = str(ansible_cfg)
+    # ansible-runner turns host key checking off unless told otherwise; keep ansible.cfg's "on" unless the caller chose.
+    env.setdefault("ANSIBLE_HOST_KEY_CHECKING", "True")
+    if not any(name in env for name in ("LC_ALL", "LC_CTYPE", "LANG")):
+        env["LANG"] = "C.UTF-8"  # Ansible refuses to start without a UTF-8 locale
+    return env
+
+
+def _restrict_env(prepared: dict[str, str], allowed: dict[str, str]) -> dict[str, str]:
+    """Drop what ansible-runner copied from os.environ that we did not allow; keep what it set itself."""
+    return {name: value for name, value in prepared.items() if name in allowed or os.environ.get(name) != value}
+
+
+def _check_inputs(request: RunRequest, env: dict[str, str]) -> Path:
+    playbook = request.playbook_path()
+    if not playbook.is_file():
+        raise DeepopsError(f"Playbook {playbook} not found; the deepops installation is incomplete")
+    if not Path(request.inventory).is_file():
+        raise InputError(f"Inventory {request.inventory} not found")
+    if shutil.which("ansible-playbook", path=env["PATH"]) is None:
+        raise DeepopsError(
+            f"ansible-playbook not found on PATH ({env['PATH']}); install deepops with its dependencies "
+            "(pip install deepops) in the environment you run it from"
+        )
+    return playbook
+
+
+def _extra_vars_file(extra_vars: dict[str, Any]) -> Path | None:
+    """Extra vars go through a private temporary file, not the command line (ps, the run's 'command' artifact)."""
+    if not extra_vars:
+        return None
+    handle, name = tempfile.mkstemp(prefix="deepops-extra-vars-", suffix=".json")  # mode 0600
+    with os.fdopen(handle, "w") as stream:
+        json.dump(extra_vars, stream)
+    return Path(name)
+
+
+def _cmdline(request: RunRequest, extra_vars_file: Path | None) -> str | None:
+    args: list[str] = []
+    if request.check:
+        args.append("--check")
+    if request.diff:
+        args.append("--diff")
+    if extra_vars_file is not None:
+        args += ["-e", f"@{extra_vars_file}"]
+    return shlex.join(args) if args else None
+
+
+def _run_until_done(runner: ansible_runner.Runner, cancel: threading.Event) -> None:
+    """Run on a worker thread so Ctrl-C lands here, in the main thread, and cancels the run cleanly."""
+    failure: list[BaseException] = []
+
+    def target() -> None:
+        try:
+            runner.run()
+        except BaseException as error:  # handed to the main thread below
+            failure.append(error)
+
+    worker = threading.Thread(target=target, name="deepops-ansible-runner", daemon=True)
+    worker.start()
+    interrupted = False
+    while worker.is_alive():
+        try:
+            worker.join(0.2)
+        except KeyboardInterrupt:
+            interrupted = True
+            cancel.set()  # ansible-runner kills ansible-playbook and reports status "canceled"
+    if failure:
+        raise DeepopsError(f"ansible-runner failed: {failure[0]}") from failure[0]
+    if interrupted:
+        raise KeyboardInterrupt
+
+
+def run_playbook(
+    request: RunRequest,
+    json_output: bool = False,
+    *,
+    progress: ProgressView | None = None,
+) -> RunResult:
+    """Run one playbook through ansible-runner; return per-host results and keep the run's artifacts.
+
+    Never raises for host failures: they are in the result (``result.ok``).
+    Raises DeepopsError when the run cannot start, KeyboardInterrupt (after
+    recording the run as interrupted) when the user presses Ctrl-C.
+    """
+    ansible_cfg = request.ansible_cfg()
+    env = build_env(ansible_cfg)
+    playbook = _check_inputs(request, env)
+    run_id, run_dir = _new_run_dir(request.command)
+    started = _now()
+    result = RunResult(
+        run_id=run_id,
+        command=request.command,
+        playbook=str(playbook),
+        inventory=str(Path(request.inventory).absolute()),
+        start=started.isoformat(timespec="seconds"),
+        artifacts=str(run_dir),
+        status=STATUS_RUNNING,
+        check=request.check,
+        request=request.describe(),
+    )
+    # pid and host let `deepops runs` tell a live run from one whose process died
+    owner = {"pid": os.getpid(), "hostname": socket.gethostname()}
+    write_run_file(run_dir, result, owner)
+    (run_dir / "env").mkdir(mode=0o700, exist_ok=True)
+    (run_dir / "env" / "settings").write_text(json.dumps(_RUNNER_SETTINGS))
+
+    collector = EventCollector()
+    # with --json, stdout carries only the final JSON; stderr gets plain lines, never terminal redraws
+    view = progress or make_progress(check_mode=request.check, title=f"{request.command} {run_id}", plain=json_output)
+    cancel = threading.Event()
+
+    def on_event(event: dict[str, Any]) -> bool:
+        collector.handle(event)
+        view.handle(event)
+        return True  # keep ansible-runner's job_events/ artifacts
+
+    extra_vars_file = _extra_vars_file(request.extra_vars)
+    clock = time.monotonic()
+    interrupted = False
+    try:
+        config = ansible_runner.RunnerConfig(
+            private_data_dir=str(run_dir),
+            artifact_dir=str(run_dir.parent),  # with ident=run_id, artifacts land in runs/<id>/ itself
+            ident=run_id,
+            playbook=str(playbook),
+            inventory=str(Path(request.inventory).absolute()),
+            limit=request.limit,
+            tags=request.tags,
+            skip_tags=request.skip_tags,
+            forks=request.forks,
+            cmdline=_cmdline(request, extra_vars_file),
+            envvars=env,
+            quiet=True,
+            suppress_env_files=True,
+            fact_cache_type="memory",  # as ansible.cfg says; no facts on disk
+        )
+        # Built by hand rather than through ansible_runner.run(): run() starts the child with all of
+        # os.environ, and this is the one point between prepare() and start where it can be trimmed.
+        config.prepare()
+        config.env = _restrict_env(config.env, env)
+        runner = ansible_runner.Runner(config, event_handler=on_event, cancel_callback=cancel.is_set)
+        view.start()
+        try:
+            _run_until_done(runner, cancel)
+        except KeyboardInterrupt:
+            interrupted = True
+        finally:
+            view.stop()
+    except (ansible_runner.ConfigurationError, DeepopsError) as error:
+        result.status, result.error = "failed", f"ansible-runner could not run the playbook: {error}"
+        write_run_file(run_dir, result)
+        raise DeepopsError(result.error) from None
+    finally:
+        if extra_vars_file is not None:
+            extra_vars_file.unlink(missing_ok=True)
+
+    result.duration = round(time.monotonic() - clock, 1)
+    result.rc = runner.rc
+    result.runner_status = "canceled" if interrupted else runner.status
+    result.hosts = collector.host_results()
+    result.status = final_status(runner_status=result.runner_status, rc=result.rc, hosts=result.hosts)
+    result.error = _run_error(result, collector)
+    write_run_file(run_dir, result)
+    if interrupted:
+        raise KeyboardInterrupt
+    return result
+
+
+def _run_error(result: RunResult, collector: EventCollector) -> str | None:
+    """Explain a failed run that no host failure explains (syntax error, no inventory, killed)."""
+    if result.status == STATUS_INTERRUPTED:
+        return "interrupted by the user"
+    if result.ok or result.failed_hosts:
+        return None
+    detail = "\n".join(collector.verbose_tail) or "no output"
+    return f"ansible-playbook exited with rc={result.rc} ({result.runner_status}) before any host failed:\n{detail}"
+
+
+# --------------------------------------------------------------------------
+# rendering
+
+
+def print_summary(result: RunResult, console=None) -> None:
+    """Per-host counts, then per host the failing task and message, or (plan) what would change."""
+    from rich.console import Console
+    from rich.markup import escape
+    from rich.table import Table
+
+    console = console or Console()
+    would = "would change" if result.check else "changed"
+    table = Table(title=f"{result.command} {result.run_id}", title_justify="left")
+    table.add_column("host", no_wrap=True)
+    for column in ("ok", would, "failed", "unreachable", "skipped"):
+        table.add_column(column, justify="right")
+    for name, host in sorted(result.hosts.items()):
+        table.add_row(
+            escape(name),
+            str(host.ok),
+            f"[yellow]{host.changed}[/yellow]" if host.changed else "0",
+            f"[red]{host.failed}[/red]" if host.failed else "0",
+            f"[red]{host.unreachable}[/red]" if host.unreachable else "0",
+            str(host.skipped),
+        )
+    if result.hosts:
+        console.print(table)
+    else:
+        console.print("No host ran any task (no hosts matched?).")
+    # long task names and messages go below the table, where they stay readable at any width
+    if result.check:
+        for name, host in sorted(result.hosts.items()):
+            if host.changed_tasks:
+                console.print(f"Would change on [bold]{escape(name)}[/bold]:", highlight=False)
+                for task in host.changed_tasks:
+                    console.print(f"  - {escape(task)}", highlight=False)
+    for name, host in sorted(result.hosts.items()):
+        if not host.succeeded:
+            what = "unreachable" if host.unreachable else "failed"
+            console.print(
+                f"[red]{escape(name)} {what}[/red] at task [bold]{escape(host.failed_task or '?')}[/bold]: "
+                f"{escape(host.message or '')}",
+                highlight=False,
+            )
+    if result.error:
+        console.print(f"[red]{escape(result.error)}[/red]", highlight=False)
+    outcome = {"ok": "[green]ok[/green]", "running": "[yellow]running[/yellow]"}.get(result.status, f"[red]{result.status}[/red]")
+    duration = f"{result.duration:.1f}s" if result.duration is not None else "-"
+    failed = result.failed_hosts
+    failed_note = f", failed hosts: {escape(', '.join(failed))}" if failed else ""
+    console.print(
+        f"Run {result.run_id}: {outcome} in {duration}{failed_note}. Artifacts: {escape(result.artifacts)}",
+        highlight=False,
+    )

@@ -1,0 +1,125 @@
+"""EventCollector on hand-made event sequences: the cases a quick local run cannot produce."""
+
+from __future__ import annotations
+
+from deepops_py.run_results import EventCollector, HostResult, RunResult, final_status
+
+
+def event(kind: str, host: str = "", task: str = "", **data) -> dict:
+    return {"event": kind, "event_data": {"host": host, "task": task, **data}}
+
+
+def test_counts_come_from_stats_when_present():
+    collector = EventCollector()
+    collector.handle(event("runner_on_ok", "a", "Install", res={"changed": True}))
+    collector.handle(
+        event(
+            "playbook_on_stats",
+            ok={"a": 7}, changed={"a": 2}, failures={}, dark={}, skipped={"a": 3}, rescued={}, ignored={"a": 1},
+        )
+    )
+    [host] = collector.host_results().values()
+    assert (host.ok, host.changed, host.skipped, host.ignored, host.failed) == (7, 2, 3, 1, 0)
+    assert host.changed_tasks == ["Install"]
+
+
+def test_host_missing_from_stats_is_counted_from_events():
+    collector = EventCollector()
+    collector.handle(event("runner_on_ok", "a", "One", res={"changed": False}))
+    collector.handle(event("runner_on_ok", "b", "One", res={"changed": True}))
+    collector.handle(event("runner_on_failed", "b", "Two", res={"msg": "nope"}))
+    collector.handle(event("playbook_on_stats", ok={"a": 1}, changed={}, failures={}, dark={}, skipped={}))
+    results = collector.host_results()
+    assert results["a"].ok == 1 and results["a"].succeeded
+    assert (results["b"].ok, results["b"].changed, results["b"].failed) == (1, 1, 1)
+    assert results["b"].failed_task == "Two" and results["b"].message == "nope"
+
+
+def test_no_stats_at_all_after_cancel():
+    collector = EventCollector()
+    collector.handle(event("runner_on_unreachable", "c", "Gathering Facts", res={"msg": "ssh: connect refused"}))
+    collector.handle(event("runner_on_skipped", "d", "Maybe"))
+    results = collector.host_results()
+    assert results["c"].unreachable == 1 and results["c"].message == "ssh: connect refused"
+    assert results["d"].skipped == 1 and results["d"].succeeded
+    assert not collector.saw_stats
+
+
+def test_ignored_failure_is_not_a_failure():
+    collector = EventCollector()
+    collector.handle(event("runner_on_failed", "a", "Optional", res={"msg": "x"}, ignore_errors=True))
+    host = collector.host_results()["a"]
+    assert (host.ok, host.ignored, host.failed) == (1, 1, 0)
+    assert host.failed_task is None
+
+
+def test_rescued_failure_is_not_reported_as_the_failing_task():
+    collector = EventCollector()
+    collector.handle(event("runner_on_failed", "a", "Try", res={"msg": "first attempt"}))
+    collector.handle(event("runner_on_ok", "a", "Rescue", res={"changed": False}))
+    collector.handle(event("playbook_on_stats", ok={"a": 1}, failures={}, dark={}, rescued={"a": 1}))
+    host = collector.host_results()["a"]
+    assert host.succeeded and host.rescued == 1
+    assert host.failed_task is None and host.message is None
+
+
+def test_no_log_failure_keeps_the_censored_note_only():
+    collector = EventCollector()
+    censored = "the output has been hidden due to the fact that 'no_log: true' was specified for this result"
+    collector.handle(event("runner_on_failed", "a", "Set password", res={"censored": censored, "changed": False}))
+    host = collector.host_results()["a"]
+    assert host.message == censored
+
+
+def test_changed_task_names_are_unique_and_ordered():
+    collector = EventCollector()
+    for task in ("B", "A", "B"):
+        collector.handle(event("runner_on_ok", "a", task, res={"changed": True}))
+    assert collector.host_results()["a"].changed_tasks == ["B", "A"]
+
+
+def test_final_status():
+    good = {"a": HostResult("a", ok=1)}
+    bad = {"a": HostResult("a", failed=1)}
+    gone = {"a": HostResult("a", unreachable=1)}
+    assert final_status(runner_status="successful", rc=0, hosts=good) == "ok"
+    assert final_status(runner_status="successful", rc=0, hosts=bad) == "failed"
+    assert final_status(runner_status="failed", rc=4, hosts=gone) == "failed"
+    assert final_status(runner_status="failed", rc=2, hosts={}) == "failed"
+    assert final_status(runner_status="canceled", rc=254, hosts=good) == "interrupted"
+
+
+def test_run_result_round_trips_through_dict():
+    result = RunResult(
+        run_id="r", command="plan", playbook="p", inventory="i", start="s", artifacts="d", status="ok", check=True,
+        hosts={"a": HostResult("a", ok=2, changed=1, changed_tasks=["X"])},
+    )
+    data = result.as_dict()
+    assert data["ok"] is True
+    assert RunResult.from_dict(data) == result
+
+
+def test_print_summary_names_failing_task_and_would_change_tasks():
+    import io
+
+    from rich.console import Console
+
+    from deepops_py.runner import print_summary
+
+    result = RunResult(
+        run_id="20261130-101502-plan-ab12", command="plan", playbook="p", inventory="i", start="s",
+        artifacts="/state/runs/20261130-101502-plan-ab12", status="failed", check=True, duration=3.25,
+        hosts={
+            "gpu01": HostResult("gpu01", ok=5, changed=2, changed_tasks=["Slurm | Render gres.conf", "Driver | Install"]),
+            "gpu02": HostResult("gpu02", unreachable=1, failed_task="Gathering Facts", message="ssh: timed out"),
+        },
+    )
+    out = io.StringIO()
+    print_summary(result, console=Console(file=out, width=200))
+    text = out.getvalue()
+    assert "would change" in text
+    assert "Slurm | Render gres.conf" in text and "Driver | Install" in text
+    assert "gpu02 unreachable at task Gathering Facts: ssh: timed out" in text
+    assert "Would change on gpu01:\n  - Slurm | Render gres.conf\n  - Driver | Install" in text
+    assert "20261130-101502-plan-ab12: failed in 3.2s, failed hosts: gpu02" in text
+    assert "/state/runs/20261130-101502-plan-ab12" in text
