@@ -1,0 +1,385 @@
+"""The ``deepops`` command line: parse options, call a service, render.
+
+Keep this module thin and its imports light: ``deepops --help`` must stay
+fast, so Ansible, ansible-runner, paramiko and rich are imported inside the
+commands that need them, never at module level.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import sys
+from pathlib import Path
+
+import click
+
+from deepops_py import __version__
+from deepops_py.errors import DeepopsError, InputError
+
+CONTEXT_SETTINGS = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
+
+
+# --------------------------------------------------------------------------
+# options shared between commands (defined once)
+
+
+def inventory_option(func):
+    return click.option(
+        "-i",
+        "--inventory",
+        "inventory",
+        metavar="INV",
+        help="Inventory file. Default: $DEEPOPS_INVENTORY, else config/inventory.yml, "
+        "else the running virtual cluster's inventory.",
+    )(func)
+
+
+def json_option(func):
+    return click.option("--json", "as_json", is_flag=True, help="Print a machine-readable JSON result on stdout.")(func)
+
+
+def playbook_options(func):
+    """Options of every command that runs a playbook (deploy, plan)."""
+    decorators = [
+        inventory_option,
+        click.option("--limit", "-l", metavar="HOSTS", help="Only these hosts or groups (Ansible pattern)."),
+        click.option("--tags", "-t", metavar="T", help="Only tasks with these tags (comma-separated)."),
+        click.option("--skip-tags", metavar="T", help="Skip tasks with these tags (comma-separated)."),
+        click.option(
+            "--extra-vars",
+            "-e",
+            "extra_vars",
+            multiple=True,
+            metavar="K=V",
+            help="Extra variable, K=V or @file.yml; repeatable. Highest precedence.",
+        ),
+        click.option("--forks", "-f", type=click.IntRange(1, 500), default=None, help="Parallel hosts (default 20)."),
+        json_option,
+    ]
+    for decorator in reversed(decorators):
+        func = decorator(func)
+    return func
+
+
+def handle_errors(func):
+    """Map DeepopsError to its message and exit code; tracebacks only with --debug."""
+
+    @functools.wraps(func)
+    def wrapper(*args, **kwargs):
+        ctx = click.get_current_context()
+        try:
+            return func(*args, **kwargs)
+        except DeepopsError as error:
+            if ctx.find_root().params.get("debug"):
+                raise
+            click.echo(f"Error: {error.render()}", err=True)
+            ctx.exit(error.exit_code)
+        except KeyboardInterrupt:
+            click.echo("Interrupted.", err=True)
+            ctx.exit(130)
+
+    return wrapper
+
+
+def _say_inventory(source) -> None:
+    click.echo(f"Using inventory {source.path} ({source.origin})", err=True)
+
+
+def _parse_extra_vars(values: tuple[str, ...]) -> dict:
+    """Turn repeated ``-e K=V`` / ``-e @file`` / ``-e '{json}'`` into one dict."""
+    import yaml
+
+    result: dict = {}
+    for value in values:
+        if value.startswith("@"):
+            path = Path(value[1:])
+            try:
+                loaded = yaml.safe_load(path.read_text())
+            except OSError as error:
+                raise InputError(f"-e {value}: cannot read {path}: {error.strerror}") from None
+            except yaml.YAMLError as error:
+                raise InputError(f"-e {value}: {path} is not valid YAML: {error}") from None
+            if not isinstance(loaded, dict):
+                raise InputError(f"-e {value}: {path} must hold a mapping of variables")
+            result.update(loaded)
+        elif value.lstrip().startswith("{"):
+            try:
+                loaded = json.loads(value)
+            except json.JSONDecodeError as error:
+                raise InputError(f"-e {value!r}: not valid JSON: {error}") from None
+            result.update(loaded)
+        elif "=" in value:
+            key, _, raw = value.partition("=")
+            if not key.isidentifier():
+                raise InputError(f"-e {value!r}: {key!r} is not a valid variable name")
+            result[key] = yaml.safe_load(raw) if raw else ""
+        else:
+            raise InputError(f"-e {value!r}: expected K=V, @file.yml or a JSON object")
+    return result
+
+
+# --------------------------------------------------------------------------
+# the commands
+
+
+@click.group(context_settings=CONTEXT_SETTINGS)
+@click.version_option(__version__, "--version", prog_name="deepops")
+@click.option("--debug", is_flag=True, help="Show tracebacks for errors.")
+def main(debug: bool) -> None:
+    """Turn an inventory of GPU machines into a working Slurm GPU cluster.
+
+    \b
+    Quick start on one machine (Docker needed):
+      deepops virtual up        # controller + 2 simulated GPU nodes
+      deepops check             # validate inventory, preflight every host
+      deepops deploy            # configure the cluster
+    """
+
+
+@main.command(context_settings=CONTEXT_SETTINGS)
+@click.argument("directory", required=False, type=click.Path(file_okay=False, path_type=Path))
+@click.option("--force", is_flag=True, help="Overwrite existing files.")
+@handle_errors
+def init(directory: Path | None, force: bool) -> None:
+    """Write a commented starter config (inventory.yml, group_vars/) into DIRECTORY.
+
+    DIRECTORY defaults to config/. Existing files are left alone unless --force.
+
+    \b
+    Examples:
+      deepops init                 # writes config/inventory.yml and config/group_vars/
+      deepops init site-a --force  # overwrite an existing site-a/
+    """
+    from deepops_py import starter
+
+    target = directory or Path("config")
+    written = starter.write_starter_config(target, force=force)
+    for path in written:
+        click.echo(f"wrote {path}")
+    click.echo(f"Edit {target / 'inventory.yml'}, then run: deepops check")
+
+
+@main.command(context_settings=CONTEXT_SETTINGS)
+@inventory_option
+@click.option("--no-ssh", is_flag=True, help="Validate the inventory only; do not contact hosts.")
+@click.option("--limit", "-l", metavar="HOSTS", help="Preflight only these hosts or groups.")
+@click.option("--forks", "-f", type=click.IntRange(1, 500), default=20, show_default=True, help="Parallel SSH checks.")
+@click.option("--timeout", type=click.IntRange(1, 300), default=10, show_default=True, help="SSH timeout per host, seconds.")
+@json_option
+@handle_errors
+def check(inventory, no_ssh, limit, forks, timeout, as_json) -> None:
+    """Validate the inventory, then preflight every host over SSH.
+
+    Stage 1 loads the inventory with Ansible and checks groups and variables
+    against the schema. Stage 2 connects to every host in parallel: SSH
+    reachable, root or sudo, python3 present, OS supported.
+
+    Exit codes: 0 all good, 1 a host problem, 2 invalid input.
+
+    \b
+    Examples:
+      deepops check
+      deepops check -i site/inventory.yml --no-ssh
+      deepops check --limit slurm_compute --json
+    """
+    from deepops_py import inventory as inv
+
+    source = inv.resolve_inventory(inventory)
+    _say_inventory(source)
+    cluster = inv.load_cluster(source.path)
+    click.echo(f"Inventory valid: {len(cluster.hosts)} hosts in {len(cluster.groups)} groups", err=True)
+    if no_ssh:
+        if as_json:
+            click.echo(json.dumps({"inventory": str(source.path), "valid": True, "hosts": sorted(cluster.hosts)}))
+        return
+    from deepops_py import preflight
+
+    results = preflight.run_preflight(cluster, limit=limit, forks=forks, timeout=timeout)
+    if as_json:
+        click.echo(json.dumps(preflight.results_as_dict(results), indent=2))
+    else:
+        preflight.print_table(results)
+    if any(not result.ok for result in results):
+        sys.exit(1)
+
+
+def _run_playbook_command(command: str, *, check_mode: bool, inventory, limit, tags, skip_tags, extra_vars, forks, as_json):
+    from deepops_py import inventory as inv
+    from deepops_py import runner
+
+    source = inv.resolve_inventory(inventory)
+    _say_inventory(source)
+    inv.load_cluster(source.path)  # validation first: bad input touches no host
+    request = runner.RunRequest(
+        command=command,
+        playbook="site.yml",
+        inventory=source.path,
+        limit=limit,
+        tags=tags,
+        skip_tags=skip_tags,
+        extra_vars=_parse_extra_vars(extra_vars),
+        forks=forks,
+        check=check_mode,
+        diff=check_mode,
+    )
+    result = runner.run_playbook(request, json_output=as_json)
+    if as_json:
+        click.echo(json.dumps(result.as_dict(), indent=2))
+    else:
+        runner.print_summary(result)
+    if not result.ok:
+        sys.exit(1)
+
+
+@main.command(context_settings=CONTEXT_SETTINGS)
+@playbook_options
+@handle_errors
+def deploy(inventory, limit, tags, skip_tags, extra_vars, forks, as_json) -> None:
+    """Validate the inventory, then configure every host (playbooks/site.yml).
+
+    Shows live progress per host and ends with a per-host summary. Artifacts
+    of the run are kept under .deepops/runs/<id>/ (see: deepops runs).
+    Exits non-zero if any host failed or was unreachable.
+
+    \b
+    Examples:
+      deepops deploy
+      deepops deploy --limit gpu01,gpu02 --tags common
+      deepops deploy -e common_apt_proxy=http://cache:3142 --json
+    """
+    _run_playbook_command(
+        "deploy", check_mode=False, inventory=inventory, limit=limit, tags=tags,
+        skip_tags=skip_tags, extra_vars=extra_vars, forks=forks, as_json=as_json,
+    )
+
+
+@main.command(context_settings=CONTEXT_SETTINGS)
+@playbook_options
+@handle_errors
+def plan(inventory, limit, tags, skip_tags, extra_vars, forks, as_json) -> None:
+    """Show what deploy would change, per host, without changing anything.
+
+    Runs the site playbook in Ansible's check and diff mode.
+
+    \b
+    Examples:
+      deepops plan
+      deepops plan --limit slurm_compute --json
+    """
+    _run_playbook_command(
+        "plan", check_mode=True, inventory=inventory, limit=limit, tags=tags,
+        skip_tags=skip_tags, extra_vars=extra_vars, forks=forks, as_json=as_json,
+    )
+
+
+@main.group(context_settings=CONTEXT_SETTINGS, invoke_without_command=True)
+@click.pass_context
+@json_option
+@handle_errors
+def runs(ctx, as_json) -> None:
+    """List past runs (id, command, start, duration, result).
+
+    \b
+    Examples:
+      deepops runs
+      deepops runs show 20261130-101500-deploy
+    """
+    if ctx.invoked_subcommand is not None:
+        return
+    from deepops_py import history
+
+    records = history.list_runs()
+    if as_json:
+        click.echo(json.dumps([record.as_dict() for record in records], indent=2))
+    else:
+        history.print_runs(records)
+
+
+@runs.command("show", context_settings=CONTEXT_SETTINGS)
+@click.argument("run_id")
+@json_option
+@handle_errors
+def runs_show(run_id, as_json) -> None:
+    """Show one run's per-host summary."""
+    from deepops_py import history, runner
+
+    result = history.load_run(run_id)
+    if as_json:
+        click.echo(json.dumps(result.as_dict(), indent=2))
+    else:
+        runner.print_summary(result)
+
+
+@main.group(context_settings=CONTEXT_SETTINGS)
+def virtual() -> None:
+    """A virtual cluster of systemd containers on the local Docker engine.
+
+    One controller (also login and monitoring host) plus N compute nodes with
+    simulated GPUs, reachable over SSH on 127.0.0.1. Its inventory is written
+    to .deepops/virtual/inventory.yml and used by default.
+
+    \b
+    Examples:
+      deepops virtual up && deepops deploy
+      deepops virtual up --compute 3 --gpus h100:8 --gpus a100:4 --gpus l40s:1
+      deepops virtual down
+    """
+
+
+@virtual.command("up", context_settings=CONTEXT_SETTINGS)
+@click.option("--compute", "-n", type=click.IntRange(1, 32), default=2, show_default=True, help="Compute nodes.")
+@click.option(
+    "--gpus",
+    multiple=True,
+    metavar="MODEL:COUNT",
+    help="Simulated GPUs of the next compute node, cycling through the list. "
+    "Default: h100:8 then a100:4. Models: see 'deepops virtual status --models'.",
+)
+@click.option("--image", type=click.Choice(["debian12", "debian13"]), default="debian12", show_default=True)
+@json_option
+@handle_errors
+def virtual_up(compute, gpus, image, as_json) -> None:
+    """Create (or complete) the virtual cluster. Safe to re-run."""
+    from deepops_py.virtual import cluster
+
+    spec = cluster.ClusterSpec.from_options(compute=compute, gpus=gpus, image=image)
+    state = cluster.up(spec)
+    if as_json:
+        click.echo(json.dumps(state.as_dict(), indent=2))
+    else:
+        cluster.print_status(state)
+        click.echo(f"Inventory: {state.inventory_path}\nNext: deepops check && deepops deploy")
+
+
+@virtual.command("down", context_settings=CONTEXT_SETTINGS)
+@handle_errors
+def virtual_down() -> None:
+    """Remove every container, network and key that 'virtual up' created."""
+    from deepops_py.virtual import cluster
+
+    for line in cluster.down():
+        click.echo(line)
+
+
+@virtual.command("status", context_settings=CONTEXT_SETTINGS)
+@click.option("--models", is_flag=True, help="List the GPU models that can be simulated.")
+@json_option
+@handle_errors
+def virtual_status(models, as_json) -> None:
+    """Show the virtual cluster's nodes, their state, SSH ports and GPUs."""
+    from deepops_py.virtual import cluster, gpus
+
+    if models:
+        for name, model in sorted(gpus.MODELS.items()):
+            click.echo(f"{name:8} {model.description}")
+        return
+    state = cluster.status()
+    if as_json:
+        click.echo(json.dumps(state.as_dict(), indent=2))
+    else:
+        cluster.print_status(state)
+
+
+if __name__ == "__main__":  # pragma: no cover
+    main()
