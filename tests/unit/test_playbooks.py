@@ -1,0 +1,86 @@
+"""Entry playbooks: their shape (kubespray style) and an Ansible syntax check."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+REPO = Path(__file__).resolve().parents[2]
+PLAYBOOKS = REPO / "playbooks"
+VALIDATION = "validate_inventory.yml"
+# Entry points are the top-level playbooks; playbooks/components/ holds the
+# plays they import.
+ENTRY_PLAYBOOKS = sorted(path.name for path in PLAYBOOKS.glob("*.yml"))
+IMPORT_KEYS = ("ansible.builtin.import_playbook", "import_playbook")
+
+TINY_INVENTORY = """\
+all:
+  children:
+    slurm_controller:
+      hosts:
+        ctl01: {ansible_host: 127.0.0.1}
+    slurm_compute:
+      hosts:
+        gpu01: {ansible_host: 127.0.0.2}
+"""
+
+
+def _load(name: str) -> list:
+    return yaml.safe_load((PLAYBOOKS / name).read_text())
+
+
+def _import_target(item: dict) -> str | None:
+    return next((item[key] for key in IMPORT_KEYS if key in item), None)
+
+
+def test_site_is_an_entry_playbook():
+    assert "site.yml" in ENTRY_PLAYBOOKS and VALIDATION in ENTRY_PLAYBOOKS
+
+
+@pytest.mark.parametrize("name", ENTRY_PLAYBOOKS)
+def test_entry_playbook_holds_only_plays_and_imports(name):
+    items = _load(name)
+    assert isinstance(items, list) and items, f"{name}: not a list of plays"
+    for item in items:
+        assert isinstance(item, dict) and item.get("name"), f"{name}: every play and import is named: {item!r}"
+        assert (_import_target(item) is None) != ("hosts" not in item), f"{name}: neither a play nor an import: {item}"
+        if _import_target(item) is not None:
+            assert set(item) <= {"name", "when", "tags", "vars", *IMPORT_KEYS}, f"{name}: logic around an import: {item}"
+
+
+@pytest.mark.parametrize("name", [name for name in ENTRY_PLAYBOOKS if name != VALIDATION])
+def test_entry_playbook_validates_the_inventory_first(name):
+    first = _load(name)[0]
+    assert _import_target(first) == VALIDATION, f"{name}: the first item must import {VALIDATION}"
+
+
+def test_validation_play_runs_first_and_always():
+    (play,) = _load(VALIDATION)
+    assert play["hosts"] == "localhost" and play["gather_facts"] is False
+    assert "always" in play["tags"]
+    assert [next(iter(k for k in task if k != "name")) for task in play["tasks"]] == ["deepops_inventory_check"]
+
+
+@pytest.mark.parametrize("name", ENTRY_PLAYBOOKS)
+def test_imports_resolve(name):
+    for item in _load(name):
+        target = _import_target(item)
+        if target is not None:
+            assert (PLAYBOOKS / target).is_file(), f"{name}: imports missing {target}"
+
+
+def test_site_syntax_check(tmp_path):
+    inventory = tmp_path / "inventory.yml"
+    inventory.write_text(TINY_INVENTORY)
+    env = {**os.environ, "ANSIBLE_CONFIG": str(REPO / "ansible.cfg")}
+    result = subprocess.run(
+        [str(Path(sys.executable).parent / "ansible-playbook"), "--syntax-check", "-i", str(inventory),
+         str(PLAYBOOKS / "site.yml")],
+        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300,
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
