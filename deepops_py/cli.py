@@ -210,7 +210,7 @@ def _run_playbook_command(command: str, *, check_mode: bool, inventory, limit, t
 
     source = inv.resolve_inventory(inventory)
     _say_inventory(source)
-    inv.load_cluster(source.path)  # validation first: bad input touches no host
+    cluster = inv.load_cluster(source.path)  # validation first: bad input touches no host
     request = runner.RunRequest(
         command=command,
         playbook="site.yml",
@@ -222,6 +222,7 @@ def _run_playbook_command(command: str, *, check_mode: bool, inventory, limit, t
         forks=forks,
         check=check_mode,
         diff=check_mode,
+        inventory_hosts=tuple(cluster.hosts),
     )
     result = runner.run_playbook(request, json_output=as_json)
     if as_json:

@@ -73,6 +73,9 @@ class RunRequest:
     check: bool = False
     diff: bool = False
     content_dir: Path | None = None
+    # The inventory's hosts: when given, the summary leaves out the implicit
+    # localhost of the validation play unless something went wrong there.
+    inventory_hosts: tuple[str, ...] = ()
 
     def resolved_content_dir(self) -> Path:
         if self.content_dir is not None:
@@ -299,7 +302,7 @@ def run_playbook(
     result.duration = round(time.monotonic() - clock, 1)
     result.rc = runner.rc
     result.runner_status = "canceled" if interrupted else runner.status
-    result.hosts = collector.host_results()
+    result.hosts = _reported_hosts(collector.host_results(), request.inventory_hosts)
     result.status = final_status(runner_status=result.runner_status, rc=result.rc, hosts=result.hosts)
     result.error = _run_error(result, collector)
     write_run_file(run_dir, result)
@@ -372,3 +375,10 @@ def print_summary(result: RunResult, console=None) -> None:
         f"Run {result.run_id}: {outcome} in {duration}{failed_note}. Artifacts: {escape(result.artifacts)}",
         highlight=False,
     )
+
+
+def _reported_hosts(hosts: dict[str, HostResult], inventory_hosts: tuple[str, ...]) -> dict[str, HostResult]:
+    if not inventory_hosts:
+        return hosts
+    known = set(inventory_hosts)
+    return {name: host for name, host in hosts.items() if name in known or not host.succeeded}

@@ -1,0 +1,123 @@
+"""Fixtures that drive a real virtual cluster through the deepops CLI.
+
+The tests run the installed ``deepops`` exactly as a user would, with their
+own state directory so they never touch a user's cluster state.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import shutil
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+import yaml
+
+REPO = Path(__file__).resolve().parents[2]
+DEEPOPS = Path(sys.executable).parent / "deepops"
+
+
+def pytest_collection_modifyitems(items):
+    for item in items:
+        item.add_marker(pytest.mark.integration)
+
+
+def _docker_works() -> bool:
+    if shutil.which("docker") is None:
+        return False
+    return subprocess.run(["docker", "info"], capture_output=True).returncode == 0
+
+
+@dataclass
+class CliResult:
+    rc: int
+    stdout: str
+    stderr: str
+
+    def json(self):
+        return json.loads(self.stdout)
+
+
+class Cluster:
+    """The virtual cluster under test, reached the way Ansible reaches it."""
+
+    def __init__(self, state_dir: Path):
+        self.state_dir = state_dir
+        # Its own state and cluster name: a user's virtual cluster on the same engine is left alone.
+        self.env = {**os.environ, "DEEPOPS_STATE_DIR": str(state_dir), "DEEPOPS_VIRTUAL_NAME": "deepops-it",
+                    "PYTHONUNBUFFERED": "1"}
+        self.env.pop("DEEPOPS_INVENTORY", None)
+
+    def deepops(self, *args: str, timeout: int = 1800, check: bool = False) -> CliResult:
+        proc = subprocess.run(
+            [str(DEEPOPS), *args], cwd=REPO, env=self.env, capture_output=True, text=True, timeout=timeout
+        )
+        # Echo what the user would have seen, for the test log.
+        sys.stderr.write(f"\n$ deepops {' '.join(args)}  (rc={proc.returncode})\n{proc.stderr[-6000:]}\n")
+        result = CliResult(proc.returncode, proc.stdout, proc.stderr)
+        if check and proc.returncode != 0:
+            raise AssertionError(f"deepops {' '.join(args)} failed rc={proc.returncode}\n{proc.stdout}\n{proc.stderr}")
+        return result
+
+    def popen(self, *args: str) -> subprocess.Popen:
+        return subprocess.Popen(
+            [str(DEEPOPS), *args], cwd=REPO, env=self.env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+        )
+
+    @property
+    def inventory_path(self) -> Path:
+        return self.state_dir / "virtual" / "inventory.yml"
+
+    def hostvars(self) -> dict[str, dict]:
+        data = yaml.safe_load(self.inventory_path.read_text())
+        found: dict[str, dict] = {}
+
+        def walk(group: dict, inherited: dict) -> None:
+            merged = {**inherited, **(group.get("vars") or {})}
+            for name, hvars in (group.get("hosts") or {}).items():
+                found[name] = {**merged, **found.get(name, {}), **(hvars or {})}
+            for child in (group.get("children") or {}).values():
+                walk(child or {}, merged)
+
+        walk(data["all"], {})
+        return found
+
+    @property
+    def hosts(self) -> list[str]:
+        return sorted(self.hostvars())
+
+    def ssh(self, host: str, command: str, check: bool = True) -> subprocess.CompletedProcess:
+        hv = self.hostvars()[host]
+        argv = [
+            "ssh", "-o", "BatchMode=yes", "-o", "ConnectTimeout=10",
+            "-i", hv["ansible_ssh_private_key_file"], "-p", str(hv["ansible_port"]),
+            *shlex.split(hv.get("ansible_ssh_common_args", "")),
+            f"{hv.get('ansible_user', 'root')}@{hv['ansible_host']}", command,
+        ]
+        proc = subprocess.run(argv, capture_output=True, text=True, timeout=120)
+        if check and proc.returncode != 0:
+            raise AssertionError(f"ssh {host} {command!r} failed: {proc.stderr}")
+        return proc
+
+    def container(self, host: str) -> str:
+        nodes = self.deepops("virtual", "status", "--json", check=True).json()["nodes"]
+        return next(node["container"] for node in nodes if node["name"] == host)
+
+
+@pytest.fixture(scope="session")
+def cluster(tmp_path_factory) -> Cluster:
+    if not _docker_works():
+        pytest.skip("no Docker engine: integration tests need one (scripts/start-docker.sh)")
+    state_dir = REPO / ".deepops" / "integration"
+    state_dir.mkdir(parents=True, exist_ok=True)
+    cluster = Cluster(state_dir)
+    cluster.deepops("virtual", "down")  # start from nothing left by an earlier, interrupted session
+    cluster.deepops("virtual", "up", timeout=1800, check=True)
+    yield cluster
+    if os.environ.get("DEEPOPS_KEEP_CLUSTER") != "1":
+        cluster.deepops("virtual", "down")
