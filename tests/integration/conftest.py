@@ -6,6 +6,7 @@ own state directory so they never touch a user's cluster state.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import shlex
@@ -48,8 +49,10 @@ class Cluster:
 
     def __init__(self, state_dir: Path):
         self.state_dir = state_dir
-        # Its own state and cluster name: a user's virtual cluster on the same engine is left alone.
-        self.env = {**os.environ, "DEEPOPS_STATE_DIR": str(state_dir), "DEEPOPS_VIRTUAL_NAME": "deepops-it",
+        # Its own state and cluster name (one per checkout): a user's virtual
+        # cluster, or another checkout's test run, on the same engine is left alone.
+        name = "it-" + hashlib.sha256(str(REPO).encode()).hexdigest()[:8]
+        self.env = {**os.environ, "DEEPOPS_STATE_DIR": str(state_dir), "DEEPOPS_VIRTUAL_NAME": name,
                     "PYTHONUNBUFFERED": "1"}
         self.env.pop("DEEPOPS_INVENTORY", None)
 
