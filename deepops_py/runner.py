@@ -303,6 +303,7 @@ def run_playbook(
     result.rc = runner.rc
     result.runner_status = "canceled" if interrupted else runner.status
     result.hosts = _reported_hosts(collector.host_results(), request.inventory_hosts)
+    result.data = collector.artifact_data
     result.status = final_status(runner_status=result.runner_status, rc=result.rc, hosts=result.hosts)
     result.error = _run_error(result, collector)
     write_run_file(run_dir, result)
@@ -374,6 +375,7 @@ def print_summary(result: RunResult, console=None) -> None:
     console.print(
         f"Run {result.run_id}: {outcome} in {duration}{failed_note}. Artifacts: {escape(result.artifacts)}",
         highlight=False,
+        soft_wrap=True,  # keep the path on one line so it can be copied
     )
 
 
