@@ -39,6 +39,21 @@ def json_option(func):
     return click.option("--json", "as_json", is_flag=True, help="Print a machine-readable JSON result on stdout.")(func)
 
 
+def extra_vars_option(func):
+    return click.option(
+        "--extra-vars",
+        "-e",
+        "extra_vars",
+        multiple=True,
+        metavar="K=V",
+        help="Extra variable, K=V or @file.yml; repeatable. Highest precedence.",
+    )(func)
+
+
+def forks_option(func):
+    return click.option("--forks", "-f", type=click.IntRange(1, 500), default=None, help="Parallel hosts (default 20).")(func)
+
+
 def playbook_options(func):
     """Options of every command that runs a playbook (deploy, plan)."""
     decorators = [
@@ -46,15 +61,8 @@ def playbook_options(func):
         click.option("--limit", "-l", metavar="HOSTS", help="Only these hosts or groups (Ansible pattern)."),
         click.option("--tags", "-t", metavar="T", help="Only tasks with these tags (comma-separated)."),
         click.option("--skip-tags", metavar="T", help="Skip tasks with these tags (comma-separated)."),
-        click.option(
-            "--extra-vars",
-            "-e",
-            "extra_vars",
-            multiple=True,
-            metavar="K=V",
-            help="Extra variable, K=V or @file.yml; repeatable. Highest precedence.",
-        ),
-        click.option("--forks", "-f", type=click.IntRange(1, 500), default=None, help="Parallel hosts (default 20)."),
+        extra_vars_option,
+        forks_option,
         json_option,
     ]
     for decorator in reversed(decorators):
@@ -272,6 +280,127 @@ def plan(inventory, limit, tags, skip_tags, extra_vars, forks, as_json) -> None:
         "plan", check_mode=True, inventory=inventory, limit=limit, tags=tags,
         skip_tags=skip_tags, extra_vars=extra_vars, forks=forks, as_json=as_json,
     )
+
+
+# names as in deepops_py.reports.SKIPPABLE_CHECKS (not imported here: keep --help fast)
+_VALIDATE_CHECKS = ("hostname", "gpus", "sacct", "preemption")
+
+
+@main.command(context_settings=CONTEXT_SETTINGS)
+@inventory_option
+@click.option(
+    "--skip",
+    multiple=True,
+    type=click.Choice(_VALIDATE_CHECKS),
+    help="Leave out this check; repeatable. The nodes check always runs.",
+)
+@extra_vars_option
+@click.option(
+    "--junit",
+    "junit_file",
+    metavar="FILE",
+    type=click.Path(dir_okay=False, writable=True, path_type=Path),
+    help="Also write the results as JUnit XML to FILE.",
+)
+@json_option
+@handle_errors
+def validate(inventory, skip, extra_vars, junit_file, as_json) -> None:
+    """Check that the deployed Slurm cluster works (playbooks/validate.yml).
+
+    From the controller, with short test jobs it cancels afterwards:
+
+    \b
+      nodes       every compute node is in Slurm, idle or mixed, GRES = its GPUs
+      hostname    srun -N<all computes> reaches every compute node
+      gpus        on each node, srun --gpus=<n> sees exactly n CUDA_VISIBLE_DEVICES
+      sacct       a GPU job shows in sacct, COMPLETED, with its gres/gpu TRES
+      preemption  a high-QOS job on GPUs full of low-QOS jobs starts within
+                  validate_preemption_bound seconds (default 60); the low job is requeued
+
+    Prints a table (or --json); --junit FILE writes JUnit XML too.
+    Exit codes: 0 every check passed, 1 a check or the run failed, 2 invalid input.
+
+    \b
+    Examples:
+      deepops validate
+      deepops validate --skip preemption --junit validate.xml
+      deepops validate -e validate_preemption_bound=120 --json
+    """
+    from deepops_py import inventory as inv
+    from deepops_py import reports, runner, validate as validation
+
+    if junit_file is not None and not junit_file.absolute().parent.is_dir():
+        raise InputError(f"--junit {junit_file}: directory {junit_file.absolute().parent} does not exist")
+    source = inv.resolve_inventory(inventory)
+    _say_inventory(source)
+    cluster = inv.load_cluster(source.path)  # validation first: bad input touches no host
+    report, result = validation.run_validation(
+        cluster, skip=tuple(skip), extra_vars=_parse_extra_vars(extra_vars), json_output=as_json
+    )
+    if junit_file is not None:
+        try:
+            junit_file.write_text(reports.to_junit(report))
+        except OSError as error:
+            raise InputError(f"--junit {junit_file}: cannot write: {error.strerror}") from None
+    if as_json:
+        click.echo(json.dumps({**report.as_dict(), "failed_hosts": result.failed_hosts}, indent=2))
+    else:
+        if not result.ok:
+            runner.print_summary(result)
+        reports.print_table(report)
+    if not report.ok:
+        sys.exit(1)
+
+
+@main.group(context_settings=CONTEXT_SETTINGS)
+def node() -> None:
+    """Add compute nodes to a deployed cluster.
+
+    \b
+    Examples:
+      deepops node add gpu03            # after adding gpu03 to slurm_compute in the inventory
+      deepops node add gpu03 gpu04 --json
+    """
+
+
+@node.command("add", context_settings=CONTEXT_SETTINGS)
+@click.argument("hosts", nargs=-1, required=True, metavar="HOST...")
+@inventory_option
+@extra_vars_option
+@forks_option
+@json_option
+@handle_errors
+def node_add(hosts, inventory, extra_vars, forks, as_json) -> None:
+    """Configure new compute nodes, then update and reconfigure the controller.
+
+    Add each HOST to slurm_compute in the inventory first. Runs
+    playbooks/site.yml limited to the new hosts, the controller(s) and the
+    slurmdbd host: the new nodes come up idle with their GPUs as GRES, the
+    controller learns them without restarting running jobs, and no other host
+    is touched. Exits 2 (touching nothing) if a HOST is not in slurm_compute,
+    1 if the run failed.
+
+    \b
+    Examples:
+      deepops node add gpu03
+      deepops node add gpu03 gpu04 -i site/inventory.yml --json
+    """
+    from deepops_py import inventory as inv
+    from deepops_py import nodes, runner
+
+    source = inv.resolve_inventory(inventory)
+    _say_inventory(source)
+    cluster = inv.load_cluster(source.path)
+    variables = _parse_extra_vars(extra_vars)
+    new_hosts = nodes.check_new_hosts(cluster, hosts)  # before anything runs: exit 2 touches nothing
+    click.echo(f"Adding {', '.join(new_hosts)}; running on: {', '.join(nodes.target_hosts(cluster, new_hosts))}", err=True)
+    result = nodes.add_nodes(cluster, new_hosts, extra_vars=variables, forks=forks, json_output=as_json)
+    if as_json:
+        click.echo(json.dumps(result.as_dict(), indent=2))
+    else:
+        runner.print_summary(result)
+    if not result.ok:
+        sys.exit(1)
 
 
 @main.group(context_settings=CONTEXT_SETTINGS, invoke_without_command=True)

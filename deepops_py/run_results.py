@@ -72,6 +72,8 @@ class RunResult:
     runner_status: str | None = None
     error: str | None = None
     hosts: dict[str, HostResult] = field(default_factory=dict)
+    # what the playbook recorded with ansible.builtin.set_stats (the stats event's artifact_data)
+    data: dict[str, Any] = field(default_factory=dict)
 
     @property
     def ok(self) -> bool:
@@ -118,6 +120,7 @@ class EventCollector:
     def __init__(self) -> None:
         self._hosts: dict[str, HostResult] = {}
         self._stats: dict[str, dict[str, int]] | None = None
+        self._artifact_data: dict[str, Any] = {}
         self._verbose_tail: list[str] = []
 
     def _host(self, name: str) -> HostResult:
@@ -133,6 +136,7 @@ class EventCollector:
                 key: dict(data.get(key) or {})
                 for key in ("ok", "changed", "failures", "dark", "skipped", "rescued", "ignored", "processed")
             }
+            self._artifact_data = dict(data.get("artifact_data") or {})
             return
         if kind == "verbose":
             # text ansible-playbook printed outside any task (e.g. a syntax error): kept only to explain a failed run
@@ -169,6 +173,11 @@ class EventCollector:
     @property
     def saw_stats(self) -> bool:
         return self._stats is not None
+
+    @property
+    def artifact_data(self) -> dict[str, Any]:
+        """Run-wide data the playbook recorded with set_stats (empty when it recorded none, or never got to the recap)."""
+        return dict(self._artifact_data)
 
     @property
     def verbose_tail(self) -> list[str]:

@@ -123,3 +123,20 @@ def test_print_summary_names_failing_task_and_would_change_tasks():
     assert "Would change on gpu01:\n  - Slurm | Render gres.conf\n  - Driver | Install" in text
     assert "20261130-101502-plan-ab12: failed in 3.2s, failed hosts: gpu02" in text
     assert "/state/runs/20261130-101502-plan-ab12" in text
+
+
+def test_set_stats_data_comes_from_the_stats_event():
+    collector = EventCollector()
+    assert collector.artifact_data == {}
+    collector.handle(
+        event("playbook_on_stats", ok={"a": 1}, failures={}, dark={}, artifact_data={"checks": [{"name": "x"}]})
+    )
+    assert collector.artifact_data == {"checks": [{"name": "x"}]}
+    assert collector.host_results()["a"].ok == 1
+
+
+def test_run_result_data_round_trips():
+    result = RunResult(run_id="r", command="validate", playbook="p", inventory="i", start="s", artifacts="a")
+    result.data = {"validate_hostname": [{"check": "hostname", "passed": True}]}
+    assert RunResult.from_dict(result.as_dict()).data == result.data
+    assert RunResult.from_dict({k: v for k, v in result.as_dict().items() if k != "data"}).data == {}

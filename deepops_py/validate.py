@@ -1,0 +1,55 @@
+"""``deepops validate``: run playbooks/validate.yml on the controller and build the report.
+
+The playbook submits short test jobs and records each check's result with
+``set_stats``; the report is built from the run's stats data (``RunResult.data``),
+never from Ansible's output.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from deepops_py import reports
+from deepops_py.errors import InputError
+from deepops_py.inventory import COMPUTE, CONTROLLER, Cluster
+
+PLAYBOOK = "validate.yml"
+
+
+def build_request(cluster: Cluster, *, skip: tuple[str, ...] = (), extra_vars: dict[str, Any] | None = None, forks: int | None = None):
+    """The run request: the whole cluster, the skipped checks as ``validate_skip``."""
+    from deepops_py import runner
+
+    unknown = sorted(set(skip) - set(reports.SKIPPABLE_CHECKS))
+    if unknown:
+        raise InputError(f"--skip {', '.join(unknown)}: not a check; choose from {', '.join(reports.SKIPPABLE_CHECKS)}")
+    for group in (CONTROLLER, COMPUTE):
+        if not cluster.groups.get(group):
+            raise InputError(f"{cluster.inventory}: validation needs at least one host in {group}")
+    variables = dict(extra_vars or {})
+    variables["validate_skip"] = sorted(set(skip) | set(variables.get("validate_skip") or []))
+    return runner.RunRequest(
+        command="validate",
+        playbook=PLAYBOOK,
+        inventory=Path(cluster.inventory),
+        extra_vars=variables,
+        forks=forks,
+        inventory_hosts=tuple(cluster.hosts),
+    )
+
+
+def run_validation(
+    cluster: Cluster,
+    *,
+    skip: tuple[str, ...] = (),
+    extra_vars: dict[str, Any] | None = None,
+    json_output: bool = False,
+) -> tuple[reports.ValidationReport, Any]:
+    """Run the checks; return the report and the run's result (for its per-host summary)."""
+    from deepops_py import runner
+
+    request = build_request(cluster, skip=skip, extra_vars=extra_vars)
+    result = runner.run_playbook(request, json_output=json_output)
+    skipped = tuple(name for name in reports.SKIPPABLE_CHECKS if name in request.extra_vars["validate_skip"])
+    return reports.report_from_run(result, skipped), result

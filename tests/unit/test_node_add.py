@@ -1,0 +1,136 @@
+"""deepops node add: host checks, the --limit it computes, and the CLI (runner replaced)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from click.testing import CliRunner
+
+from deepops_py import inventory as inv
+from deepops_py import nodes, runner
+from deepops_py.cli import main
+from deepops_py.errors import InputError
+from deepops_py.run_results import HostResult, RunResult
+
+pytestmark = pytest.mark.usefixtures("test_specs")
+
+INVENTORY = """\
+all:
+  children:
+    slurm_controller:
+      hosts:
+        ctl01:
+    slurm_dbd:
+      hosts:
+        db01:
+    slurm_login:
+      hosts:
+        login01:
+    slurm_compute:
+      hosts:
+        gpu01:
+        gpu02:
+        gpu03:
+"""
+
+
+@pytest.fixture
+def cluster(write_inventory):
+    return inv.load_cluster(write_inventory(INVENTORY))
+
+
+class FakeRunner:
+    def __init__(self, status="ok"):
+        self.status, self.requests = status, []
+
+    def __call__(self, request, json_output=False, **kwargs):
+        self.requests.append(request)
+        return RunResult(
+            run_id="r2", command=request.command, playbook=request.playbook, inventory=str(request.inventory),
+            start="s", artifacts="/tmp/a", status=self.status,
+            hosts={"gpu03": HostResult("gpu03", ok=40, changed=12), "ctl01": HostResult("ctl01", ok=30, changed=2)},
+        )
+
+
+@pytest.fixture
+def fake(monkeypatch):
+    def install(status="ok"):
+        runs = FakeRunner(status)
+        monkeypatch.setattr(runner, "run_playbook", runs)
+        return runs
+
+    return install
+
+
+def test_limit_is_new_hosts_then_controller_then_dbd(cluster):
+    assert nodes.target_hosts(cluster, ["gpu03"]) == ["gpu03", "ctl01", "db01"]
+    assert nodes.limit_for(cluster, ["gpu03"]) == "gpu03,ctl01,db01,localhost"
+
+
+def test_limit_without_separate_dbd_names_the_controller_once(write_inventory):
+    cluster = inv.load_cluster(write_inventory())  # slurm_dbd defaults to the controller
+    assert nodes.limit_for(cluster, ["gpu02", "gpu01"]) == "gpu02,gpu01,ctl01,localhost"
+
+
+def test_hosts_are_deduplicated_in_order(cluster):
+    assert nodes.check_new_hosts(cluster, ["gpu03", "gpu02", "gpu03"]) == ["gpu03", "gpu02"]
+
+
+def test_host_outside_slurm_compute_is_refused(cluster):
+    with pytest.raises(InputError) as error:
+        nodes.check_new_hosts(cluster, ["login01"])
+    assert "login01 is not in slurm_compute in" in error.value.message
+    assert "slurm_login" in error.value.message and "add it there first" in error.value.message
+
+
+def test_unknown_host_is_refused_with_a_suggestion(cluster):
+    with pytest.raises(InputError) as error:
+        nodes.check_new_hosts(cluster, ["gpu3"])
+    assert "gpu3 is not in" in error.value.message and "add it to slurm_compute there first" in error.value.message
+    assert "did you mean gpu03" in error.value.message.replace("—", "")
+
+
+def test_every_bad_host_is_named(cluster):
+    with pytest.raises(InputError) as error:
+        nodes.check_new_hosts(cluster, ["gpu03", "nope", "ctl01"])
+    text = error.value.render()
+    assert "Cannot add 2 of the hosts" in text and "nope" in text and "ctl01" in text
+
+
+def test_request_runs_the_site_playbook_with_the_limit(cluster):
+    request = nodes.build_request(cluster, ["gpu03"], extra_vars={"a": 1}, forks=5)
+    assert (request.command, request.playbook, request.limit, request.forks) == ("node-add", "site.yml", "gpu03,ctl01,db01,localhost", 5)
+    assert request.extra_vars == {"a": 1} and not request.check
+
+
+def test_cli_adds_a_node(write_inventory, fake):
+    runs = fake()
+    result = CliRunner().invoke(main, ["node", "add", "gpu03", "-i", str(write_inventory(INVENTORY)), "--json", "-f", "3"])
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout)["hosts"]["gpu03"]["changed"] == 12
+    assert runs.requests[0].limit == "gpu03,ctl01,db01,localhost" and runs.requests[0].forks == 3
+
+
+def test_cli_failed_run_exits_1(write_inventory, fake):
+    fake(status="failed")
+    result = CliRunner().invoke(main, ["node", "add", "gpu03", "-i", str(write_inventory(INVENTORY))])
+    assert result.exit_code == 1
+
+
+@pytest.mark.parametrize(
+    "args, words",
+    [
+        (["login01"], ["login01 is not in slurm_compute", "add it there first"]),
+        (["gpu09"], ["gpu09 is not in", "add it to slurm_compute there first"]),
+        ([], ["Missing argument"]),
+        (["gpu03", "-e", "bad"], ["bad"]),
+    ],
+)
+def test_cli_bad_input_exits_2_and_runs_nothing(write_inventory, fake, args, words):
+    runs = fake()
+    result = CliRunner().invoke(main, ["node", "add", *args, "-i", str(write_inventory(INVENTORY))])
+    assert result.exit_code == 2, result.output
+    for word in words:
+        assert word in result.output
+    assert runs.requests == []

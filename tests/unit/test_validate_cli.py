@@ -1,0 +1,110 @@
+"""deepops validate through click's CliRunner, with the runner replaced: request, exit codes, outputs."""
+
+from __future__ import annotations
+
+import json
+import xml.etree.ElementTree as ET
+
+import pytest
+from click.testing import CliRunner
+
+from deepops_py import runner
+from deepops_py.cli import main
+from deepops_py.run_results import RunResult
+
+pytestmark = pytest.mark.usefixtures("test_specs")
+
+PASSING = {
+    "validate_nodes": [{"check": "nodes", "node": "gpu01", "passed": True, "detail": "idle", "seconds": 0}],
+    "validate_preemption": [{"check": "preemption", "node": "gpu01", "passed": True, "detail": "ok", "seconds": 9.5}],
+}
+
+
+class FakeRunner:
+    def __init__(self, data=None, status="ok"):
+        self.data, self.status, self.requests = data, status, []
+
+    def __call__(self, request, json_output=False, **kwargs):
+        self.requests.append(request)
+        return RunResult(
+            run_id="r1", command=request.command, playbook=request.playbook, inventory=str(request.inventory),
+            start="s", artifacts="/tmp/a", status=self.status, data=self.data or {},
+        )
+
+
+@pytest.fixture
+def fake(monkeypatch):
+    def install(data=None, status="ok"):
+        runs = FakeRunner(data, status)
+        monkeypatch.setattr(runner, "run_playbook", runs)
+        return runs
+
+    return install
+
+
+def invoke(*args):
+    return CliRunner().invoke(main, list(args))
+
+
+def test_passing_run_exits_0_with_json(write_inventory, fake):
+    runs = fake(PASSING)
+    result = invoke("validate", "-i", str(write_inventory()), "--json", "-e", "validate_preemption_bound=90")
+    assert result.exit_code == 0, result.output
+    data = json.loads(result.stdout)
+    assert data["ok"] and data["run_id"] == "r1" and data["summary"]["checks"] == 2
+    (request,) = runs.requests
+    assert request.playbook == "validate.yml" and request.command == "validate" and request.limit is None
+    assert request.extra_vars == {"validate_preemption_bound": 90, "validate_skip": []}
+
+
+def test_failed_check_exits_1_and_junit_is_written(write_inventory, fake, tmp_path):
+    data = {**PASSING, "validate_gpus": [{"check": "gpus", "node": "gpu02", "passed": False, "detail": "rc=1", "seconds": 1}]}
+    fake(data)
+    junit = tmp_path / "out" / "validate.xml"
+    junit.parent.mkdir()
+    result = invoke("validate", "-i", str(write_inventory()), "--junit", str(junit))
+    assert result.exit_code == 1
+    assert "FAIL" in result.stdout and "gpu02" in result.stdout
+    suite = ET.parse(junit).getroot().find("testsuite")
+    assert suite.get("failures") == "1" and suite.get("tests") == "3"
+
+
+def test_failed_run_exits_1_even_with_passing_checks(write_inventory, fake):
+    fake(PASSING, status="failed")
+    result = invoke("validate", "-i", str(write_inventory()), "--json")
+    assert result.exit_code == 1
+    assert json.loads(result.stdout)["checks"][-1]["check"] == "playbook"
+
+
+def test_skip_is_passed_as_validate_skip(write_inventory, fake):
+    runs = fake(PASSING)
+    result = invoke("validate", "-i", str(write_inventory()), "--skip", "preemption", "--skip", "sacct", "--json")
+    assert result.exit_code == 0, result.output
+    assert runs.requests[0].extra_vars["validate_skip"] == ["preemption", "sacct"]
+    assert json.loads(result.stdout)["summary"]["skipped"] == ["sacct", "preemption"]
+
+
+@pytest.mark.parametrize(
+    "args, words",
+    [
+        (["--skip", "nodes"], ["--skip", "nodes"]),
+        (["--skip", "bogus"], ["bogus"]),
+        (["-e", "not a var"], ["not a var"]),
+        (["--junit", "/nonexistent-dir/x.xml"], ["does not exist"]),
+    ],
+)
+def test_bad_options_exit_2_and_run_nothing(write_inventory, fake, args, words):
+    runs = fake(PASSING)
+    result = invoke("validate", "-i", str(write_inventory()), *args)
+    assert result.exit_code == 2, result.output
+    for word in words:
+        assert word in result.output
+    assert runs.requests == []
+
+
+def test_invalid_inventory_exits_2_and_runs_nothing(write_inventory, fake):
+    runs = fake(PASSING)
+    result = invoke("validate", "-i", str(write_inventory("all:\n  children:\n    slurm_compute:\n      hosts:\n        gpu01:\n")))
+    assert result.exit_code == 2
+    assert "slurm_controller" in result.output
+    assert runs.requests == []
