@@ -43,7 +43,27 @@ def render_inventory(endpoints: Sequence[Endpoint], *, key_path: Path, known_hos
 
     document = {
         "all": {
-            "vars": {"common_apt_proxy": apt_proxy, "deepops_virtual": True},
+            "vars": {
+                "common_apt_proxy": apt_proxy,
+                "deepops_virtual": True,
+                # Simulated GPUs: no driver or kernel module can load in a container,
+                # so the NVIDIA stack is off, as on a site whose drivers are
+                # preinstalled; the stand-in nvidia-smi cannot set power limits.
+                "nvidia_driver_enabled": False,
+                "nvidia_fabricmanager_enabled": False,
+                "cuda_enabled": False,
+                "nvidia_dcgm_enabled": False,
+                "gpu_settings_enabled": False,
+                # Containers get no cgroup delegation: Slurm tracks processes
+                # without cgroups there (real hosts keep the role's defaults).
+                "slurm_proctrack_type": "proctrack/linuxproc",
+                "slurm_task_plugin": "task/none",
+                # The simulated GPUs' dcgm-exporter is a stand-in 'virtual up'
+                # puts in place: nothing to install from NVIDIA's repository.
+                "dcgm_exporter_packages": [],
+                # Grafana's apt repository is not reachable from the test bed.
+                "grafana_enabled": False,
+            },
             "hosts": hosts,
             "children": {
                 "slurm_controller": members("controller"),

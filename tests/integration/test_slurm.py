@@ -1,0 +1,159 @@
+"""Slurm on the virtual cluster: configless slurmd with typed GPU GRES,
+accounting, QOS preemption and MUNGE, checked through Slurm's own commands.
+
+Self-sufficient: deploys first (whatever earlier modules did) and checks that a
+second deploy changes nothing. Tests run in file order on one cluster.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from pathlib import Path
+
+import yaml
+
+CONTROLLER = "ctl01"
+
+
+def _simulated_gpus(cluster) -> dict[str, dict[str, int]]:
+    """{node: {type: count}} as the virtual cluster simulates them."""
+    nodes = cluster.deepops("virtual", "status", "--json", check=True).json()["nodes"]
+    found = {}
+    for node in nodes:
+        gpus = node.get("gpus") or node.get("simulated_gpus") or ""
+        if isinstance(gpus, str):
+            found[node["name"]] = {kind: int(count) for kind, count in (part.split(":") for part in gpus.split(",") if ":" in part)}
+        elif isinstance(gpus, dict):
+            found[node["name"]] = {kind: int(count) for kind, count in gpus.items()}
+        else:
+            found[node["name"]] = {}
+    return found
+
+
+def _computes(cluster) -> list[str]:
+    data = yaml.safe_load(cluster.inventory_path.read_text())
+    return sorted((data["all"]["children"]["slurm_compute"].get("hosts") or {}).keys())
+
+
+def _ctl(cluster, command: str, check: bool = True) -> str:
+    return cluster.ssh(CONTROLLER, command, check=check).stdout
+
+
+def test_deploy_then_second_run_changes_nothing(cluster):
+    first = cluster.deepops("deploy", "--json", timeout=2400)
+    assert first.rc == 0, first.stdout[-4000:] + first.stderr[-4000:]
+    second = cluster.deepops("deploy", "--json", timeout=2400)
+    assert second.rc == 0, second.stderr[-4000:]
+    rows = second.json()["hosts"]
+    assert {host: row["changed"] for host, row in rows.items()} == {host: 0 for host in cluster.hosts}
+
+
+def test_plan_after_deploy_succeeds_and_changes_nothing(cluster):
+    result = cluster.deepops("plan", "--json", timeout=1200)
+    assert result.rc == 0, result.stderr[-4000:]
+    assert {host: row["changed"] for host, row in result.json()["hosts"].items()} == {host: 0 for host in cluster.hosts}
+
+
+def test_every_compute_idle_with_typed_gres(cluster):
+    rows = {}
+    for line in _ctl(cluster, "sinfo --noheader --Node --format='%N %t %G'").splitlines():
+        node, state, gres = line.split()
+        rows[node] = (state, gres)
+    simulated = _simulated_gpus(cluster)
+    for node in _computes(cluster):
+        state, gres = rows[node]
+        assert state == "idle", (node, state)
+        wanted = simulated.get(node) or {}
+        if wanted:
+            assert sorted(gres.split(",")) == sorted(f"gpu:{kind}:{count}" for kind, count in wanted.items())
+        else:
+            assert gres == "(null)"
+
+
+def test_configless_nodes_have_no_local_config(cluster):
+    for node in _computes(cluster):
+        assert cluster.ssh(node, "test -e /etc/slurm/slurm.conf", check=False).returncode != 0
+        assert "--conf-server" in cluster.ssh(node, "cat /etc/default/slurmd").stdout
+    assert "enable_configless" in _ctl(cluster, "scontrol show config")
+
+
+def test_gpu_jobs_get_their_devices(cluster):
+    for node, gpus in _simulated_gpus(cluster).items():
+        for kind, count in gpus.items():
+            take = min(3, count)
+            out = _ctl(cluster, f"srun --nodelist={node} --gpus={kind}:{take} --time=1 env")
+            visible = re.search(r"^CUDA_VISIBLE_DEVICES=(.*)$", out, re.M)
+            assert visible and visible.group(1) == ",".join(str(i) for i in range(take)), out
+    # Asking for more GPUs than a node has is refused, not silently shrunk.
+    assert cluster.ssh(CONTROLLER, "srun --nodelist=gpu01 --gpus=99 --immediate=5 true", check=False).returncode != 0
+
+
+def test_sacct_records_gpu_tres(cluster):
+    job = _ctl(cluster, "sbatch --parsable --nodelist=gpu01 --gpus=2 --wrap='sleep 1'").strip()
+    tres = ""
+    for _ in range(30):
+        tres = _ctl(cluster, f"sacct --noheader --parsable2 -X -j {job} --format=State,AllocTRES")
+        if tres.startswith("COMPLETED"):
+            break
+        time.sleep(2)
+    assert tres.startswith("COMPLETED"), tres
+    assert "gres/gpu=2" in tres, tres
+
+
+def test_high_qos_preempts_low(cluster):
+    count = _simulated_gpus(cluster)["gpu01"]
+    gpus = sum(count.values())
+    low = _ctl(cluster, f"sbatch --parsable --qos=low --nodelist=gpu01 --gpus={gpus} --wrap='sleep 600'").strip()
+    try:
+        for _ in range(30):
+            if _ctl(cluster, f"squeue --noheader -j {low} -o %T").strip() == "RUNNING":
+                break
+            time.sleep(1)
+        else:
+            raise AssertionError("the low job never started")
+        started = time.monotonic()
+        high = _ctl(cluster, f"sbatch --parsable --qos=high --nodelist=gpu01 --gpus={gpus} --wrap='sleep 2'").strip()
+        state = ""
+        for _ in range(40):
+            state = _ctl(cluster, f"sacct --noheader --parsable2 -X -j {high} --format=State").strip()
+            if state in ("RUNNING", "COMPLETED"):
+                break
+            time.sleep(1)
+        assert state in ("RUNNING", "COMPLETED"), state
+        assert time.monotonic() - started < 40
+        info = _ctl(cluster, f"scontrol show job {low}")
+        assert re.search(r"Restarts=[1-9]", info), info  # requeued, not killed
+        assert "JobState=PENDING" in info or "JobState=REQUEUED" in info or "JobState=RUNNING" in info
+    finally:
+        _ctl(cluster, f"scancel {low}", check=False)
+
+
+def test_munge_key_private_and_identical(cluster):
+    sums = set()
+    for host in cluster.hosts:
+        out = cluster.ssh(host, "stat -c '%a %U' /etc/munge/munge.key && sha256sum /etc/munge/munge.key").stdout.split("\n")
+        assert out[0] == "400 munge", (host, out[0])
+        sums.add(out[1].split()[0])
+    assert len(sums) == 1
+    secrets = cluster.inventory_path.parent / "secrets"
+    assert (secrets / "munge.key").stat().st_mode & 0o777 == 0o600
+    assert secrets.stat().st_mode & 0o777 == 0o700
+    assert len((secrets / "munge.key").read_bytes()) == 1024
+
+
+def test_secrets_never_reach_run_artifacts(cluster):
+    secrets = cluster.inventory_path.parent / "secrets"
+    key = (secrets / "munge.key").read_bytes()
+    password = (secrets / "slurmdbd_db_password").read_text().split()[0].encode()
+    assert len(password) >= 16
+    needles = [key, key[:64], password]
+    import base64
+    needles.append(base64.b64encode(key)[:64])
+    runs = cluster.state_dir / "runs"
+    files = [path for path in Path(runs).rglob("*") if path.is_file()]
+    assert files, "no run artifacts to check"
+    for path in files:
+        data = path.read_bytes()
+        for needle in needles:
+            assert needle not in data, f"a secret leaked into {path}"

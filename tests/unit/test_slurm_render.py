@@ -1,0 +1,216 @@
+"""slurm.conf and gres.conf rendering from facts, in-process: the role's
+templates rendered with Jinja2 and the project's filter plugins, with facts
+derived from the real nvidia-smi fixtures through the GPU facts parser.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from pathlib import Path
+
+import jinja2
+import pytest
+import yaml
+
+REPO = Path(__file__).resolve().parents[2]
+ROLE = REPO / "roles" / "slurm"
+
+
+def _load(name: str, path: Path):
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+slurm = _load("deepops_filter_slurm", REPO / "plugins" / "filter" / "slurm.py")
+hostlist = _load("deepops_filter_hostlist", REPO / "plugins" / "filter" / "hostlist.py")
+nvidia_smi = _load("deepops_nvidia_smi", REPO / "plugins" / "module_utils" / "nvidia_smi.py")
+
+
+def _fixture_dir() -> Path:
+    for candidate in (REPO / "tests" / "fixtures" / "nvidia-smi", REPO / "deepops_py" / "virtual" / "fixtures"):
+        if list(candidate.rglob("*.xml")):
+            return candidate
+    pytest.skip("no nvidia-smi XML fixtures in the project")
+
+
+def _gpu_facts(pattern: str) -> dict:
+    """GPU facts from a real ``nvidia-smi -q -x`` capture (first file whose name contains ``pattern``)."""
+    xml = sorted(path for path in _fixture_dir().rglob("*.xml") if pattern in path.name.lower())
+    if not xml:
+        pytest.skip(f"no {pattern} capture among the fixtures")
+    return nvidia_smi.build_facts(nvidia_smi.parse_xml(xml[0].read_text()), None)
+
+
+def _host_facts(gpus: dict | None, *, vcpus=224, sockets=2, cores=56, threads=2, mem=2_064_000) -> dict:
+    facts = {
+        "processor_vcpus": vcpus,
+        "processor_count": sockets,
+        "processor_cores": cores,
+        "processor_threads_per_core": threads,
+        "memtotal_mb": mem,
+    }
+    if gpus is not None:
+        facts["deepops_gpus"] = gpus
+    return facts
+
+
+def _with_affinity(gpus: dict, affinities: list[str]) -> dict:
+    gpus = {**gpus, "gpus": [dict(gpu) for gpu in gpus["gpus"]]}
+    for gpu, affinity in zip(gpus["gpus"], affinities):
+        gpu["cpu_affinity"] = affinity
+    return gpus
+
+
+def render(template: str, facts_by_host: dict, **overrides) -> str:
+    """Render one of the role's templates the way the role does, with its vars."""
+    env = jinja2.Environment(loader=jinja2.FileSystemLoader(str(ROLE / "templates")), keep_trailing_newline=True,
+                             trim_blocks=True)
+    env.filters.update(slurm.FilterModule().filters())
+    env.filters.update(hostlist.FilterModule().filters())
+    defaults = yaml.safe_load((ROLE / "defaults" / "main.yml").read_text())
+    variables = {**defaults, **overrides}
+    records = slurm.slurm_node_facts(facts_by_host, variables["slurm_realmemory_reserve_mb"])
+    partitions = variables["slurm_partitions"] or slurm.slurm_default_partitions(records)
+    settings = {"ClusterName": variables["slurm_cluster_name"], "SlurmctldParameters": "enable_configless",
+                "AccountingStorageTRES": "gres/gpu", **variables["slurm_config"]}
+    context = {
+        **variables,
+        "ansible_managed": "Ansible managed",
+        "_slurm_controllers": ["ctl01"],
+        "_slurm_conf": settings,
+        "_slurm_node_lines": slurm.slurm_node_lines(records),
+        "_slurm_gres_lines": slurm.slurm_gres_lines(records),
+        "_slurm_partition_lines": slurm.slurm_partition_lines(partitions),
+        "_slurm_cgroup_conf": {"CgroupPlugin": "autodetect"},
+    }
+    return env.get_template(template).render(context)
+
+
+def lines(text: str, prefix: str) -> list[str]:
+    return [line for line in text.splitlines() if line.startswith(prefix)]
+
+
+def test_dgx_h100_node_line_and_gres_with_cores():
+    h100 = _with_affinity(_gpu_facts("h100"), ["0-55,112-167"] * 4 + ["56-111,168-223"] * 4)
+    facts = {f"dgx{i:02d}": _host_facts(h100) for i in range(1, 17)}
+    conf = render("slurm.conf.j2", facts)
+    assert lines(conf, "NodeName=") == [
+        "NodeName=dgx[01-16] CPUs=224 Sockets=2 CoresPerSocket=56 ThreadsPerCore=2 RealMemory=2062976 "
+        f"Gres=gpu:h100:{h100['count']} State=UNKNOWN"
+    ]
+    assert "SlurmctldHost=ctl01" in conf and "SlurmctldParameters=enable_configless" in conf
+    gres = lines(render("gres.conf.j2", facts), "NodeName=")
+    if h100["count"] == 8:
+        assert gres == [
+            "NodeName=dgx[01-16] Name=gpu Type=h100 File=/dev/nvidia[0-3] Cores=0-55",
+            "NodeName=dgx[01-16] Name=gpu Type=h100 File=/dev/nvidia[4-7] Cores=56-111",
+        ]
+    # Default partitions: one per type plus the default "all".
+    assert lines(conf, "PartitionName=") == [
+        "PartitionName=h100 Nodes=dgx[01-16] Default=NO MaxTime=INFINITE State=UP",
+        "PartitionName=all Nodes=ALL Default=YES MaxTime=INFINITE State=UP",
+    ]
+
+
+def test_simulated_gpus_on_a_small_machine_leave_cores_out():
+    h100 = _with_affinity(_gpu_facts("h100"), ["0-55,112-167"] * 8)
+    facts = {"gpu01": _host_facts(h100, vcpus=2, sockets=1, cores=2, threads=1, mem=24000)}
+    gres = lines(render("gres.conf.j2", facts), "NodeName=")
+    assert gres and all("Cores=" not in line for line in gres)
+    assert gres[0].startswith("NodeName=gpu01 Name=gpu Type=h100 File=/dev/nvidia[0-")
+
+
+def test_mixed_cluster_types_cpu_nodes_and_reserve():
+    h100, a100 = _gpu_facts("h100"), _gpu_facts("a100")
+    facts = {
+        "gpu01": _host_facts(h100), "gpu02": _host_facts(h100),
+        "gpu03": _host_facts(a100), "cpu01": _host_facts(None), "cpu02": _host_facts({"present": False, "gpus": []}),
+        "gone": {},  # unreachable, no facts: left out, the role asserts on it
+    }
+    conf = render("slurm.conf.j2", facts, slurm_realmemory_reserve_mb=4000)
+    nodes = lines(conf, "NodeName=")
+    assert f"NodeName=gpu[01-02] CPUs=224 Sockets=2 CoresPerSocket=56 ThreadsPerCore=2 RealMemory=2060000 Gres=gpu:h100:{h100['count']} State=UNKNOWN" in nodes
+    assert any(line.startswith("NodeName=gpu03 ") and f"Gres=gpu:{a100['types'][0]}:" in line for line in nodes)
+    assert "NodeName=cpu[01-02] CPUs=224 Sockets=2 CoresPerSocket=56 ThreadsPerCore=2 RealMemory=2060000 State=UNKNOWN" in nodes
+    assert not any("gone" in line for line in nodes)
+    gres = render("gres.conf.j2", facts)
+    assert "cpu0" not in gres
+    parts = lines(conf, "PartitionName=")
+    assert parts[-1] == "PartitionName=all Nodes=ALL Default=YES MaxTime=INFINITE State=UP"
+    assert "PartitionName=h100 Nodes=gpu[01-02] Default=NO MaxTime=INFINITE State=UP" in parts
+
+
+def test_ten_thousand_nodes_compress_to_one_line_each():
+    h100 = _with_affinity(_gpu_facts("h100"), ["0-55,112-167"] * 4 + ["56-111,168-223"] * 4)
+    facts = {f"gpu{i:05d}": _host_facts(h100) for i in range(1, 10001)}
+    facts.update({f"cpu{i:05d}": _host_facts(None) for i in range(1, 10001)})
+    # One odd node in the middle splits the range.
+    facts["gpu05000"] = _host_facts(h100, mem=1_000_000)
+    conf = render("slurm.conf.j2", facts)
+    nodes = lines(conf, "NodeName=")
+    assert len(nodes) == 3
+    assert nodes[0].startswith("NodeName=cpu[00001-10000] ")
+    assert nodes[1].startswith("NodeName=gpu[00001-04999,05001-10000] ")
+    assert nodes[2].startswith("NodeName=gpu05000 ")
+    gres = lines(render("gres.conf.j2", facts), "NodeName=")
+    assert all(line.startswith("NodeName=gpu[00001-10000] ") for line in gres)
+    expanded = hostlist.hostlist_expand(nodes[1].split()[0].split("=", 1)[1])
+    assert len(expanded) == 9999 and "gpu05000" not in expanded
+
+
+def test_partitions_and_extra_settings():
+    facts = {"gpu01": _host_facts(_gpu_facts("h100"))}
+    conf = render(
+        "slurm.conf.j2", facts,
+        slurm_partitions=[
+            {"name": "batch", "nodes": ["gpu01"], "default": True, "max_time": "7-00:00:00",
+             "options": {"OverSubscribe": "NO", "State": "DOWN"}},
+            {"name": "debug", "nodes": "gpu01"},
+        ],
+        slurm_config={"SchedulerParameters": "bf_continue", "ClusterName": "site", "Bogus": None},
+    )
+    assert lines(conf, "PartitionName=") == [
+        "PartitionName=batch Nodes=gpu01 Default=YES MaxTime=7-00:00:00 OverSubscribe=NO State=DOWN",
+        "PartitionName=debug Nodes=gpu01 Default=NO MaxTime=INFINITE State=UP",
+    ]
+    assert "SchedulerParameters=bf_continue" in conf and "ClusterName=site" in conf and "Bogus" not in conf
+
+
+@pytest.mark.parametrize(
+    ("affinity", "cores", "cpus", "expected"),
+    [
+        ("0-55,112-167", 112, 224, "0-55"),
+        ("56-111,168-223", 112, 224, "56-111"),
+        ("0-223", 112, 224, None),  # every core: no constraint
+        ("0-55,112-167", 2, 2, None),  # CPUs beyond the node
+        (None, 112, 224, None),
+        ("N/A", 112, 224, None),
+        ("0,2,4", 4, 8, "0,2"),  # 4 -> core 0 (sibling thread)
+    ],
+)
+def test_gpu_cores_rule(affinity, cores, cpus, expected):
+    assert slurm.gpu_cores(affinity, cores, cpus) == expected
+
+
+def test_inconsistent_cpu_topology_keeps_only_cpus():
+    facts = {"vm01": _host_facts(None, vcpus=6, sockets=1, cores=4, threads=1, mem=8000)}
+    assert lines(render("slurm.conf.j2", facts), "NodeName=") == ["NodeName=vm01 CPUs=6 RealMemory=6976 State=UNKNOWN"]
+
+
+def test_qos_changes():
+    wanted = yaml.safe_load((ROLE / "defaults" / "main.yml").read_text())["slurm_qos"]
+    fresh = slurm.slurm_qos_changes(wanted, "normal|0||cluster\n")
+    assert fresh["add"] == ["high", "low"]
+    assert [row[0] for row in fresh["modify"]] == ["high", "normal", "low"]
+    assert fresh["modify"][0] == ["high", "priority=1000", "preempt=low", "preemptmode=cluster"]
+    done = slurm.slurm_qos_changes(wanted, "normal|100||cluster\nhigh|1000|low|cluster\nlow|10||cluster\n")
+    assert done == {"add": [], "modify": []}
+
+
+def test_nodes_to_resume():
+    sinfo = "gpu01|down*|Not responding\ngpu02|drain|maintenance\ngpu03|down|Node unexpectedly rebooted\nx|down|Not responding\ngpu04|idle|none"
+    assert slurm.slurm_nodes_to_resume(sinfo, ["gpu01", "gpu02", "gpu03", "gpu04"], ["Not responding", "Node unexpectedly rebooted"]) == ["gpu01", "gpu03"]
