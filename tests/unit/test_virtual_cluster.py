@@ -61,7 +61,11 @@ def test_inventory_groups_and_connection_vars(tmp_path):
                                       apt_proxy="http://deepops-aptcache:3142")
     assert "&id" not in text and "*id" not in text  # no YAML aliases
     document = yaml.safe_load(text)["all"]
-    assert document["vars"] == {"common_apt_proxy": "http://deepops-aptcache:3142", "deepops_virtual": True}
+    assert document["vars"]["common_apt_proxy"] == "http://deepops-aptcache:3142"
+    assert document["vars"]["deepops_virtual"] is True
+    # what containers cannot do is switched off through ordinary role variables
+    assert document["vars"]["slurm_proctrack_type"] == "proctrack/linuxproc"
+    assert document["vars"]["nvidia_driver_enabled"] is False
     children = document["children"]
     for group in ("slurm_controller", "slurm_login", "monitoring"):
         assert list(children[group]["hosts"]) == ["ctl01"]
