@@ -5,29 +5,15 @@ derived from the real nvidia-smi fixtures through the GPU facts parser.
 
 from __future__ import annotations
 
-import importlib.util
 import sys
 from pathlib import Path
 
-import jinja2
 import pytest
 import yaml
 
 REPO = Path(__file__).resolve().parents[2]
-ROLE = REPO / "roles" / "slurm"
-
-
-def _load(name: str, path: Path):
-    spec = importlib.util.spec_from_file_location(name, path)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module
-    spec.loader.exec_module(module)
-    return module
-
-
-slurm = _load("deepops_filter_slurm", REPO / "plugins" / "filter" / "slurm.py")
-hostlist = _load("deepops_filter_hostlist", REPO / "plugins" / "filter" / "hostlist.py")
-nvidia_smi = _load("deepops_nvidia_smi", REPO / "plugins" / "module_utils" / "nvidia_smi.py")
+sys.path.insert(0, str(REPO / "tests" / "support"))
+from slurm_render import ROLE, hostlist, nvidia_smi, render, slurm  # noqa: E402 - lives outside the package, on purpose
 
 
 def _fixture_dir() -> Path:
@@ -63,31 +49,6 @@ def _with_affinity(gpus: dict, affinities: list[str]) -> dict:
     for gpu, affinity in zip(gpus["gpus"], affinities):
         gpu["cpu_affinity"] = affinity
     return gpus
-
-
-def render(template: str, facts_by_host: dict, **overrides) -> str:
-    """Render one of the role's templates the way the role does, with its vars."""
-    env = jinja2.Environment(loader=jinja2.FileSystemLoader(str(ROLE / "templates")), keep_trailing_newline=True,
-                             trim_blocks=True)
-    env.filters.update(slurm.FilterModule().filters())
-    env.filters.update(hostlist.FilterModule().filters())
-    defaults = yaml.safe_load((ROLE / "defaults" / "main.yml").read_text())
-    variables = {**defaults, **overrides}
-    records = slurm.slurm_node_facts(facts_by_host, variables["slurm_realmemory_reserve_mb"])
-    partitions = variables["slurm_partitions"] or slurm.slurm_default_partitions(records)
-    settings = {"ClusterName": variables["slurm_cluster_name"], "SlurmctldParameters": "enable_configless",
-                "AccountingStorageTRES": "gres/gpu", **variables["slurm_config"]}
-    context = {
-        **variables,
-        "ansible_managed": "Ansible managed",
-        "_slurm_controllers": ["ctl01"],
-        "_slurm_conf": settings,
-        "_slurm_node_lines": slurm.slurm_node_lines(records),
-        "_slurm_gres_lines": slurm.slurm_gres_lines(records),
-        "_slurm_partition_lines": slurm.slurm_partition_lines(partitions),
-        "_slurm_cgroup_conf": {"CgroupPlugin": "autodetect"},
-    }
-    return env.get_template(template).render(context)
 
 
 def lines(text: str, prefix: str) -> list[str]:

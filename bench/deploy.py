@@ -1,0 +1,125 @@
+#!/usr/bin/env python3
+"""Deploy benchmarks on the default virtual cluster; prints JSON.
+
+Measures, through the real CLI, as a user would run it:
+  - fresh deploy of the default cluster (controller + gpu01 h100:8 + gpu02 a100:4),
+  - a no-op re-run of the same deploy,
+  - adding a node (virtual up --compute 3, then deepops node add gpu03),
+and, in-process, rendering slurm.conf and gres.conf for 10,000 nodes with the
+slurm role's templates and filters.
+
+The cluster gets its own name and state directory and is removed at the end
+(--keep leaves it). The apt cache is kept between runs in --cache-dir, so
+"fresh" means fresh hosts with a warm package cache unless --cold is given.
+Usage: .venv/bin/python bench/deploy.py [--keep] [--cold] [--skip-cluster]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+DEEPOPS = Path(sys.executable).parent / "deepops"
+
+
+def _deepops(env: dict, *args: str) -> tuple[float, dict | None, int]:
+    """Run deepops ARGS; return wall seconds, parsed --json output (if any) and exit code."""
+    started = time.perf_counter()
+    proc = subprocess.run([str(DEEPOPS), *args], cwd=REPO, env=env, capture_output=True, text=True)
+    elapsed = time.perf_counter() - started
+    if proc.returncode != 0:
+        sys.stderr.write(proc.stderr[-4000:])
+    data = None
+    if "--json" in args and proc.stdout.strip():
+        try:
+            data = json.loads(proc.stdout)
+        except json.JSONDecodeError:
+            data = None
+    return elapsed, data, proc.returncode
+
+
+def _changed(result: dict | None) -> dict[str, int] | None:
+    if not result:
+        return None
+    return {host: row["changed"] for host, row in result.get("hosts", {}).items()}
+
+
+def cluster_benchmarks(keep: bool, cold: bool, cache_dir: Path) -> dict:
+    state = Path(tempfile.mkdtemp(prefix="deepops-bench-"))
+    if not cold:
+        # Reuse the package cache across benchmark runs: it is what a user's
+        # second cluster on the same machine sees.
+        (state / "cache").parent.mkdir(parents=True, exist_ok=True)
+        cache_dir.mkdir(parents=True, exist_ok=True)
+        (state / "cache").symlink_to(cache_dir)
+    env = {**os.environ, "DEEPOPS_STATE_DIR": str(state), "DEEPOPS_VIRTUAL_NAME": "bench"}
+    env.pop("DEEPOPS_INVENTORY", None)
+    results: dict = {"state_dir": str(state), "apt_cache": "cold" if cold else "warm"}
+    try:
+        _deepops(env, "virtual", "down")
+        up_s, _, rc = _deepops(env, "virtual", "up")
+        results["virtual_up_s"] = round(up_s, 1)
+        if rc:
+            results["error"] = "virtual up failed"
+            return results
+        for key in ("fresh_deploy", "noop_rerun"):
+            seconds, data, rc = _deepops(env, "deploy", "--json")
+            results[key] = {"seconds": round(seconds, 1), "rc": rc, "changed": _changed(data)}
+        grow_s, _, rc = _deepops(env, "virtual", "up", "--compute", "3")
+        results["virtual_grow_s"] = round(grow_s, 1)
+        seconds, data, rc = _deepops(env, "node", "add", "gpu03", "--json")
+        results["add_node"] = {"seconds": round(seconds, 1), "rc": rc, "changed": _changed(data)}
+    finally:
+        if not keep:
+            _deepops(env, "virtual", "down")
+            shutil.rmtree(state, ignore_errors=True)
+    return results
+
+
+def render_benchmark(nodes: int = 10_000) -> dict:
+    sys.path.insert(0, str(REPO / "tests" / "support"))
+    from slurm_render import nvidia_smi, render
+
+    fixture = REPO / "deepops_py" / "virtual" / "fixtures" / "h100-sxm5-80gb-x8-driver580.xml"
+    gpus = nvidia_smi.build_facts(nvidia_smi.parse_xml(fixture.read_text()), None)
+    host = {"processor_vcpus": 224, "processor_count": 2, "processor_cores": 56,
+            "processor_threads_per_core": 2, "memtotal_mb": 2_064_000}
+    facts = {f"gpu{i:05d}": {**host, "deepops_gpus": gpus} for i in range(1, nodes // 2 + 1)}
+    facts.update({f"cpu{i:05d}": dict(host) for i in range(1, nodes - nodes // 2 + 1)})
+    timings = {}
+    for template in ("slurm.conf.j2", "gres.conf.j2"):
+        started = time.perf_counter()
+        text = render(template, facts)
+        timings[template] = {"seconds": round(time.perf_counter() - started, 3),
+                             "node_lines": sum(line.startswith("NodeName=") for line in text.splitlines())}
+    return {"nodes": nodes, **timings}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--keep", action="store_true", help="leave the benchmark cluster running")
+    parser.add_argument("--cold", action="store_true", help="start with an empty apt cache")
+    parser.add_argument("--skip-cluster", action="store_true", help="only the in-process render benchmark")
+    parser.add_argument("--cache-dir", type=Path, default=REPO / ".deepops" / "bench-cache")
+    args = parser.parse_args()
+    report: dict = {
+        "date": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+        "machine": {"platform": platform.platform(), "cpus": os.cpu_count()},
+        "render_10000_nodes": render_benchmark(),
+    }
+    if not args.skip_cluster:
+        report["virtual_cluster"] = cluster_benchmarks(args.keep, args.cold, args.cache_dir)
+    print(json.dumps(report, indent=2))
+
+
+if __name__ == "__main__":
+    main()
