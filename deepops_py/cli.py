@@ -232,7 +232,13 @@ def _run_playbook_command(command: str, *, check_mode: bool, inventory, limit, t
         diff=check_mode,
         inventory_hosts=tuple(cluster.hosts),
     )
-    result = runner.run_playbook(request, json_output=as_json)
+    _finish_run(runner.run_playbook(request, json_output=as_json), as_json)
+
+
+def _finish_run(result, as_json: bool) -> None:
+    """Print a playbook run's result (JSON or the summary table); exit 1 unless it went well."""
+    from deepops_py import runner
+
     if as_json:
         click.echo(json.dumps(result.as_dict(), indent=2))
     else:
@@ -386,7 +392,7 @@ def node_add(hosts, inventory, extra_vars, forks, as_json) -> None:
       deepops node add gpu03 gpu04 -i site/inventory.yml --json
     """
     from deepops_py import inventory as inv
-    from deepops_py import nodes, runner
+    from deepops_py import nodes
 
     source = inv.resolve_inventory(inventory)
     _say_inventory(source)
@@ -394,13 +400,7 @@ def node_add(hosts, inventory, extra_vars, forks, as_json) -> None:
     variables = _parse_extra_vars(extra_vars)
     new_hosts = nodes.check_new_hosts(cluster, hosts)  # before anything runs: exit 2 touches nothing
     click.echo(f"Adding {', '.join(new_hosts)}; running on: {', '.join(nodes.target_hosts(cluster, new_hosts))}", err=True)
-    result = nodes.add_nodes(cluster, new_hosts, extra_vars=variables, forks=forks, json_output=as_json)
-    if as_json:
-        click.echo(json.dumps(result.as_dict(), indent=2))
-    else:
-        runner.print_summary(result)
-    if not result.ok:
-        sys.exit(1)
+    _finish_run(nodes.add_nodes(cluster, new_hosts, extra_vars=variables, forks=forks, json_output=as_json), as_json)
 
 
 @main.group(context_settings=CONTEXT_SETTINGS, invoke_without_command=True)
