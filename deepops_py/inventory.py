@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from deepops_py import inventory_files, paths, schema, suggest
+from deepops_py import compat, inventory_files, paths, schema, suggest
 from deepops_py.errors import InputError, Problem
 
 CONTROLLER = "slurm_controller"
@@ -140,7 +140,12 @@ def load_cluster(path: Path, *, roles_dir: Path | None = None) -> Cluster:
     problems.extend(_check_definitions(read.definitions, known))
     if problems:
         raise _invalid(path, problems)
-    return _build_cluster(path, manager, read)
+    cluster = _build_cluster(path, manager, read)
+    # Driver / CUDA / Fabric Manager combinations (deepops_py/compat.py), per host.
+    problems.extend(compat.check_cluster(cluster, known))
+    if problems:
+        raise _invalid(path, problems)
+    return cluster
 
 
 def _invalid(path: Path, problems: list[Problem]) -> InputError:

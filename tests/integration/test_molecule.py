@@ -11,7 +11,13 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parents[2]
-SCENARIOS = sorted(path.parent.name for path in (REPO / "molecule").glob("*/molecule.yml"))
+ALL_SCENARIOS = sorted(path.parent.name for path in (REPO / "molecule").glob("*/molecule.yml"))
+# The NVIDIA stack scenarios (molecule/nvidia-debian12, -debian13) are not in
+# the suite yet: each took about 40 minutes on the 2-core CI machines (under
+# load), which CI's budget cannot hold. Run them by hand with
+# `molecule test -s nvidia-debian12`; they join this list once they fit.
+NOT_IN_SUITE_YET = {"nvidia-debian12", "nvidia-debian13"}
+SCENARIOS = [name for name in ALL_SCENARIOS if name not in NOT_IN_SUITE_YET]
 
 
 @pytest.fixture(scope="module")
@@ -21,6 +27,9 @@ def node_image():
     if subprocess.run(["docker", "info"], capture_output=True).returncode != 0:
         pytest.skip("no Docker engine: molecule needs one (scripts/start-docker.sh)")
     image.ensure_node_image(image.NodeImage("debian12"))
+    # Scenarios on Debian 13 use its node image too.
+    if any("deepops-node:debian13" in (REPO / "molecule" / name / "molecule.yml").read_text() for name in SCENARIOS):
+        image.ensure_node_image(image.NodeImage("debian13"))
 
 
 @pytest.mark.parametrize("scenario", SCENARIOS)
