@@ -213,6 +213,7 @@ def print_status(state: ClusterState) -> None:
 def up(spec: ClusterSpec) -> ClusterState:
     """Create, start or complete the cluster so it matches SPEC; safe to re-run."""
     docker.ensure_engine()
+    _ensure_inotify_instances()
     files = _files()
     changes: list[str] = []
     public_key = _ensure_key(files, changes)
@@ -267,6 +268,24 @@ def up(spec: ClusterSpec) -> ClusterState:
     if not changes:
         _progress("already up to date: nothing changed")
     return state
+
+
+INOTIFY_INSTANCES = Path("/proc/sys/fs/inotify/max_user_instances")
+MIN_INOTIFY_INSTANCES = 1024
+
+
+def _ensure_inotify_instances() -> None:
+    """Containers share the host kernel's per-user inotify limit (128 by default): a
+    dozen systemd containers use it up, and then Prometheus' file_sd (and systemd
+    path units) fail with "too many open files". Raise it, as kind does."""
+    try:
+        current = int(INOTIFY_INSTANCES.read_text())
+        if current < MIN_INOTIFY_INSTANCES:
+            INOTIFY_INSTANCES.write_text(f"{MIN_INOTIFY_INSTANCES}\n")
+            _progress(f"raised fs.inotify.max_user_instances from {current} to {MIN_INOTIFY_INSTANCES}")
+    except (OSError, ValueError) as error:
+        _progress(f"could not raise fs.inotify.max_user_instances to {MIN_INOTIFY_INSTANCES} ({error}); "
+                  "Prometheus file_sd in the nodes may fail with 'too many open files'")
 
 
 def _ensure_key(files: _Files, changes: list[str]) -> str:
