@@ -366,6 +366,12 @@ def print_summary(result: RunResult, console=None) -> None:
                 f"{escape(host.message or '')}",
                 highlight=False,
             )
+    # Roles flag nodes that need a reboot (a changed driver) through set_stats.
+    reboot = (result.data or {}).get("deepops_reboot_required") or {}
+    if reboot:
+        console.print(f"[yellow]Reboot required[/yellow]: {escape(', '.join(sorted(reboot)))}", highlight=False)
+        for name, reason in sorted(reboot.items()):
+            console.print(f"  - {escape(name)}: {escape(str(reason))}", highlight=False)
     if result.error:
         console.print(f"[red]{escape(result.error)}[/red]", highlight=False)
     outcome = {"ok": "[green]ok[/green]", "running": "[yellow]running[/yellow]"}.get(result.status, f"[red]{result.status}[/red]")

@@ -140,3 +140,21 @@ def test_run_result_data_round_trips():
     result.data = {"validate_hostname": [{"check": "hostname", "passed": True}]}
     assert RunResult.from_dict(result.as_dict()).data == result.data
     assert RunResult.from_dict({k: v for k, v in result.as_dict().items() if k != "data"}).data == {}
+
+
+def test_summary_names_nodes_that_need_a_reboot():
+    import io
+
+    from rich.console import Console
+
+    from deepops_py.run_results import RunResult
+    from deepops_py.runner import print_summary
+
+    result = RunResult(run_id="r1", command="deploy", playbook="site.yml", inventory="inv", start="now",
+                       artifacts="/tmp/r1", status="ok",
+                       data={"deepops_reboot_required": {"gpu02": "driver 570 -> 580", "gpu01": "driver 570 -> 580"}})
+    out = io.StringIO()
+    print_summary(result, console=Console(file=out, width=120))
+    text = out.getvalue()
+    assert "Reboot required: gpu01, gpu02" in text
+    assert "gpu02: driver 570 -> 580" in text
