@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# README command 1: set up, bring up the virtual cluster, check it, deploy it.
+# README command 1: set up, bring up the virtual cluster, check it, deploy it,
+# then validate it (GPU jobs, accounting, preemption).
 #   scripts/virtual-deploy.sh [deepops virtual up options...]
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -8,3 +9,4 @@ scripts/start-docker.sh
 .venv/bin/deepops virtual up "$@"
 .venv/bin/deepops check
 .venv/bin/deepops deploy
+.venv/bin/deepops validate

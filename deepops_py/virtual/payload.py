@@ -2,7 +2,7 @@
 
 They travel as one tar stream (``docker cp - NAME:/``), so a node is complete
 when systemd first boots it. Compute nodes get the simulated GPUs: the
-stand-in nvidia-smi, its rendered outputs, the marker file, and a oneshot
+stand-in nvidia-smi, its rendered outputs, the stand-in dcgm-exporter, the marker file, and a oneshot
 unit that recreates /dev/nvidia* on every start.
 """
 
@@ -27,6 +27,8 @@ def gpu_files(spec: gpus.GpuSpec, node: str) -> dict[str, tuple[bytes, int]]:
     marker = gpus.marker(spec, node, query_xml)
     return {
         "usr/bin/nvidia-smi": ((DATA_DIR / "nvidia-smi").read_bytes(), 0o755),
+        # dcgm-exporter stand-in at the package's path; the dcgm_exporter role configures and starts it.
+        "usr/bin/dcgm-exporter": ((DATA_DIR / "dcgm-exporter").read_bytes(), 0o755),
         "usr/local/sbin/deepops-simulated-gpus": ((DATA_DIR / "deepops-simulated-gpus").read_bytes(), 0o755),
         f"etc/systemd/system/{DEVICE_UNIT}": ((DATA_DIR / DEVICE_UNIT).read_bytes(), 0o644),
         "etc/deepops/simulated-gpus.json": (json.dumps(marker, indent=2).encode() + b"\n", 0o644),

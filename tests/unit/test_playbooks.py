@@ -84,3 +84,16 @@ def test_site_syntax_check(tmp_path):
         cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300,
     )
     assert result.returncode == 0, result.stdout + result.stderr
+
+
+COMPONENTS = sorted(path.name for path in (PLAYBOOKS / "components").glob("*.yml"))
+
+
+@pytest.mark.parametrize("name", COMPONENTS)
+def test_fact_gathering_plays_carry_no_play_tags(name):
+    """A play's tags also tag its fact gathering: `deploy --tags X` would then run
+    the roles' always-tagged preflights without facts. Tags go on roles and tasks."""
+    plays = yaml.safe_load((PLAYBOOKS / "components" / name).read_text()) or []
+    for play in plays:
+        if play.get("gather_facts", True):
+            assert "tags" not in play, f"{name}: play {play.get('name')!r} gathers facts and has play tags"
