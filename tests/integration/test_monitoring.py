@@ -238,9 +238,27 @@ def test_gpu_job_in_slurm_exporter_matches_squeue_and_dashboards_have_data(monit
         assert row, "running job not in slurm_job_gpus"
         assert row["metric"]["user"] == user and row["metric"]["nodes"] == node and row["metric"]["account"] == account
         assert float(row["value"][1]) == 2
-        # node numbers against sinfo/scontrol
-        allocated = promql(monitored, 'slurm_node_gpus_allocated{node="gpu01"}')
-        assert float(allocated[0]["value"][1]) >= 2
+        # node numbers against Slurm's own view (the exporter caches, so allow it a scrape or two)
+        def node_gpus_match() -> bool:
+            for host in monitored.hosts:
+                if not host.startswith("gpu"):
+                    continue
+                total = promql(monitored, f'slurm_node_gpus_total{{node="{host}"}}')
+                allocated = promql(monitored, f'slurm_node_gpus_allocated{{node="{host}"}}')
+                gres = monitored.ssh("ctl01", f"sinfo -h -N -n {host} -o %G").stdout.strip()  # gpu:h100:8
+                alloc_tres = monitored.ssh("ctl01", f"scontrol show node {host}").stdout
+                used = re.search(r"AllocTRES=\S*gres/gpu=(\d+)", alloc_tres)
+                if not total or not allocated:
+                    return False
+                if float(total[0]["value"][1]) != int(gres.split(":")[-1].split("(")[0]):
+                    return False
+                if float(allocated[0]["value"][1]) != (int(used.group(1)) if used else 0):
+                    return False
+            running = monitored.ssh("ctl01", "squeue -h -t RUNNING -o %i").stdout.split()
+            exported = promql(monitored, 'sum(slurm_queue_jobs{state="running"})')
+            return bool(exported) and float(exported[0]["value"][1]) == len(running)
+
+        assert wait_for(node_gpus_match, 60), "exporter's GPU and queue numbers differ from sinfo/scontrol/squeue"
         # the job id reaches the GPU metrics through the prolog's job mapping
         mapped = wait_for(lambda: promql(monitored, f'DCGM_FI_DEV_GPU_UTIL{{hpc_job="{job}"}}'), 60)
         assert mapped and len(mapped) == 2, "prolog job mapping did not reach the DCGM metrics"
