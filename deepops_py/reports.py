@@ -208,4 +208,5 @@ def print_table(report: ValidationReport, console=None) -> None:
         f"{summary['passed']}/{summary['checks']} passed, {outcome}{escape(skipped)}. "
         f"Run {escape(report.run_id)}, artifacts: {escape(report.artifacts)}",
         highlight=False,
+        soft_wrap=True,  # keep the path on one line so it can be copied
     )
