@@ -17,14 +17,10 @@ from typing import Any
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-FIXTURES = ROOT / "deepops_py" / "virtual" / "fixtures"
-
-H100_XML = "h100-sxm5-80gb-x8-driver580.xml"
-A100_NOMIG_XML = "a100-sxm4-40gb-x1-nomig-driver570.xml"
-A100_MIG_XML = "a100-sxm4-80gb-mig-4x1g20gb-driver535.xml"
-L40S_XML = "l40s-x1-driver595.xml"
-B200_TOPO = "topo-hgx-b200-x8-8nic-2numa-gke-a4.txt"
-PCIE_TOPO = "topo-pcie-rtx6000ada-x4-4nic-2numa-asus-esc8000a-e12.txt"
+sys.path.insert(0, str(ROOT / "tests" / "support"))
+from gpu_fixtures import (  # noqa: E402 - lives outside the package, on purpose
+    A100_MIG_XML, A100_NOMIG_XML, B200_TOPO, FIXTURES, H100_XML, L40S_XML, PCIE_TOPO,
+)
 BROKEN_XML = '<?xml version="1.0" ?>\n<nvidia_smi_log>\n<gpu id="00000000:53:00.0">\n'
 DRIVER_ERROR = "NVIDIA-SMI has failed: could not communicate with the NVIDIA driver."
 

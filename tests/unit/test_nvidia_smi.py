@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import importlib.util
 import re
+import sys
 from pathlib import Path
 from types import ModuleType
 
@@ -16,15 +17,10 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 ROOT = Path(__file__).resolve().parents[2]
-FIXTURES = ROOT / "deepops_py" / "virtual" / "fixtures"
-
-H100_XML = "h100-sxm5-80gb-x8-driver580.xml"
-A100_NOMIG_XML = "a100-sxm4-40gb-x1-nomig-driver570.xml"
-A100_MIG_XML = "a100-sxm4-80gb-mig-4x1g20gb-driver535.xml"
-L40S_XML = "l40s-x1-driver595.xml"
-B200_TOPO = "topo-hgx-b200-x8-8nic-2numa-gke-a4.txt"
-PCIE_TOPO = "topo-pcie-rtx6000ada-x4-4nic-2numa-asus-esc8000a-e12.txt"
-DGX1_TOPO = "topo-dgx1-v100-x8-4nic-2socket-legacy.txt"
+sys.path.insert(0, str(ROOT / "tests" / "support"))
+from gpu_fixtures import (  # noqa: E402 - lives outside the package, on purpose
+    A100_MIG_XML, A100_NOMIG_XML, B200_TOPO, DGX1_TOPO, FIXTURES, H100_XML, L40S_XML, PCIE_TOPO,
+)
 
 
 def _load(name: str) -> ModuleType:
