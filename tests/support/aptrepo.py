@@ -281,8 +281,13 @@ def main(argv):
         ids = [int(argv[argv.index("-i") + 1])]
     if argv[:2] == ["-q", "-x"]:
         print(xml(state)); return 0
-    if argv[:1] == ["topo"]:
-        print("topo: not supported by the stand-in", file=sys.stderr); return 3
+    if argv[:2] == ["topo", "-m"]:
+        # Every pair over NVSwitch (NV18), one NUMA node: an HGX H100 board, cut down.
+        print("\t" + "\t".join(f"GPU{j}" for j in range(GPUS)) + "\tCPU Affinity\tNUMA Affinity")
+        for i in range(GPUS):
+            links = "\t".join(" X " if i == j else "NV18" for j in range(GPUS))
+            print(f"GPU{i}\t{links}\t0-47\t0")
+        return 0
     query = [a for a in argv if a.startswith("--query-gpu=")]
     if query:
         names = query[0].split("=", 1)[1].split(",")

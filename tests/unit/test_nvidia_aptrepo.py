@@ -79,8 +79,9 @@ def test_stand_in_nvidia_smi_reports_its_driver_and_applies_settings(nvidia, tmp
 
     from plugins.module_utils import nvidia_smi
 
-    facts = nvidia_smi.gpu_facts(run("-q", "-x"))
+    facts = nvidia_smi.gpu_facts(run("-q", "-x"), run("topo", "-m"))
     assert facts["driver_version"] == "580.95.05" and facts["nvswitch"] is True and facts["types"] == ["h100"]
+    assert [gpu["numa_node"] for gpu in facts["gpus"]] == [0, 0]
     run("-i", "1", "-pl", "450")
     assert run("--query-gpu=index,power.limit", "--format=csv,noheader,nounits").splitlines() == ["0, 700.00", "1, 450.00"]
 

@@ -1,0 +1,111 @@
+"""The node on NVIDIA's repository (the stand-in): the 570 -> 580 move, Fabric
+Manager, CUDA side by side, cuDNN/NCCL/DCGM, GPU settings, and deepops plan."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from functools import cache
+from pathlib import Path
+
+from nvidia_nodes import INVENTORY, PROJECT, REPO_DRIVER, REPO_HOSTS, name, selection, version
+
+testinfra_hosts = REPO_HOSTS
+
+
+def test_moved_to_the_new_branch_and_open_modules(host):
+    assert version(host, "nvidia-driver") == REPO_DRIVER
+    assert host.package("nvidia-open-kernel-dkms").is_installed
+    assert not host.package("nvidia-kernel-dkms").is_installed
+    assert not host.package("cuda-drivers-570").is_installed
+    source = host.file("/etc/apt/sources.list.d/cuda-debian{}-x86_64.list".format(name(host)[-2:])).content_string
+    assert source.strip() == "deb [signed-by=/usr/share/keyrings/cuda-archive-keyring.gpg] http://127.0.0.1:8089/ /"
+
+
+def test_gpu_settings_applied(host):
+    values = host.check_output(
+        "nvidia-smi --query-gpu=persistence_mode,power.limit,clocks.applications.memory,clocks.applications.graphics "
+        "--format=csv,noheader,nounits").splitlines()
+    assert values == ["Enabled, 450.00, 2619, 1980"] * 2
+    assert host.run("/usr/local/sbin/deepops-gpu-settings --check").rc == 0
+
+
+def test_fabricmanager_matches_the_driver(host):
+    assert version(host, "nvidia-fabricmanager") == REPO_DRIVER
+    assert selection(host, "nvidia-fabricmanager") == "hold"
+    assert not host.package("nvidia-fabricmanager-570").is_installed
+    assert host.service("nvidia-fabricmanager").is_enabled
+
+
+def test_cuda_toolkits_side_by_side_with_one_default(host):
+    for toolkit in ("13.0", "12.8"):
+        assert host.file(f"/usr/local/cuda-{toolkit}/bin/nvcc").is_executable
+        assert selection(host, f"cuda-toolkit-{toolkit.replace('.', '-')}") == "hold"
+    login = host.run("bash -lc 'nvcc; echo \"$LD_LIBRARY_PATH\"'")
+    assert "release 13.0" in login.stdout
+    assert "/usr/local/cuda-13.0/lib64" in login.stdout
+
+
+def test_cudnn_nccl_and_dcgm_for_the_cuda_major(host):
+    assert host.package("libcudnn9-cuda-13").is_installed
+    assert version(host, "libnccl2").endswith("+cuda13.0")
+    assert host.package("datacenter-gpu-manager-4-cuda13").is_installed
+    assert host.service("nvidia-dcgm").is_enabled
+
+
+# --------------------------------------------------------------------------
+# deepops plan: the component playbook in check mode, from the controller
+
+
+@cache
+def _plan(*extra: str) -> dict:
+    # Only the json callback may write to stdout (no profile_tasks and the like).
+    env = {key: value for key, value in os.environ.items()
+           if key != "ANSIBLE_COLLECTIONS_PATH" and not key.startswith("ANSIBLE_CALLBACK")}
+    env.update({
+        "ANSIBLE_STDOUT_CALLBACK": "ansible.builtin.json",
+        "ANSIBLE_ROLES_PATH": str(PROJECT / "roles"),
+        "ANSIBLE_LIBRARY": str(PROJECT / "plugins" / "modules"),
+        "ANSIBLE_MODULE_UTILS": str(PROJECT / "plugins" / "module_utils"),
+        "ANSIBLE_FILTER_PLUGINS": str(PROJECT / "plugins" / "filter"),
+        "ANSIBLE_ACTION_PLUGINS": str(PROJECT / "plugins" / "action"),
+    })
+    playbook = str(Path(sys.executable).parent / "ansible-playbook")
+    result = subprocess.run(
+        [playbook, "-i", INVENTORY, str(PROJECT / "playbooks" / "components" / "nvidia.yml"), "--check", *extra],
+        env=env, capture_output=True, text=True, timeout=900,
+    )
+    assert result.returncode == 0, result.stdout[-6000:] + result.stderr[-3000:]
+    return json.loads(result.stdout)
+
+
+def _task_results(run: dict, task_name: str) -> dict:
+    found = {}
+    for play in run["plays"]:
+        for task in play["tasks"]:
+            # The json callback names role tasks "role : name".
+            if task["task"]["name"].split(" : ", 1)[-1] == task_name:
+                found.update(task["hosts"])
+    return found
+
+
+def test_plan_of_the_same_branch_changes_nothing_and_keeps_the_reboot_plan(host):
+    run = _plan()
+    assert {node: stats["changed"] for node, stats in run["stats"].items()} == dict.fromkeys(run["stats"], 0)
+    plan = _task_results(run, "NVIDIA driver | Show the reboot plan")
+    assert "batch 1 of 1" in plan[name(host)]["msg"], plan
+    assert "not rebooting" in plan[name(host)]["msg"]
+    assert all(result.get("skipped") for node, result in plan.items() if node != name(host)), plan
+
+
+def test_plan_of_a_branch_change_shows_it(host):
+    run = _plan("--limit", name(host), "-e", json.dumps(
+        {"nvidia_driver_branch": 570, "nvidia_driver_open_kernel_modules": False, "cuda_versions": ["12.8"]}))
+    planned = _task_results(run, "NVIDIA driver | Report the driver a deploy would install")[name(host)]
+    assert planned["changed"] is True
+    assert "cuda-drivers-570" in planned["msg"]
+    assert run["stats"][name(host)]["changed"] > 0
+    # Check mode only: the node still runs 580.
+    assert version(host, "nvidia-driver") == REPO_DRIVER

@@ -1,0 +1,1 @@
+../../nvidia-debian12/tests/nvidia_nodes.py

@@ -1,0 +1,1 @@
+../../nvidia-debian12/tests/test_nvidia_repo.py
