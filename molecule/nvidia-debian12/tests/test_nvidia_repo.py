@@ -7,7 +7,6 @@ import json
 import os
 import subprocess
 import sys
-from functools import cache
 from pathlib import Path
 
 from nvidia_nodes import INVENTORY, PROJECT, REPO_DRIVER, REPO_HOSTS, name, selection, version
@@ -48,6 +47,14 @@ def test_cuda_toolkits_side_by_side_with_one_default(host):
     assert "/usr/local/cuda-13.0/lib64" in login.stdout
 
 
+def test_lmod_loads_each_toolkit_and_the_default(host):
+    def cuda_home(module: str) -> str:
+        return host.check_output(f"bash -lc 'module purge; module load {module}; echo $CUDA_HOME; command -v nvcc'")
+
+    assert cuda_home("cuda").split() == ["/usr/local/cuda-13.0", "/usr/local/cuda-13.0/bin/nvcc"]
+    assert cuda_home("cuda/12.8").split() == ["/usr/local/cuda-12.8", "/usr/local/cuda-12.8/bin/nvcc"]
+
+
 def test_cudnn_nccl_and_dcgm_for_the_cuda_major(host):
     assert host.package("libcudnn9-cuda-13").is_installed
     assert version(host, "libnccl2").endswith("+cuda13.0")
@@ -59,7 +66,6 @@ def test_cudnn_nccl_and_dcgm_for_the_cuda_major(host):
 # deepops plan: the component playbook in check mode, from the controller
 
 
-@cache
 def _plan(*extra: str) -> dict:
     # Only the json callback may write to stdout (no profile_tasks and the like).
     env = {key: value for key, value in os.environ.items()
@@ -109,3 +115,17 @@ def test_plan_of_a_branch_change_shows_it(host):
     assert run["stats"][name(host)]["changed"] > 0
     # Check mode only: the node still runs 580.
     assert version(host, "nvidia-driver") == REPO_DRIVER
+
+
+def test_dgx_os_with_its_driver_preinstalled_is_left_alone(host):
+    # /etc/dgx-release and a driver that answers: what a DGX OS node has.
+    host.check_output("printf 'DGX_NAME=\"DGX Server\"\\n' > /etc/dgx-release")
+    try:
+        run = _plan("--limit", name(host), "-e", json.dumps(
+            {"nvidia_driver_branch": 570, "nvidia_driver_open_kernel_modules": False, "cuda_versions": ["12.8"]}))
+    finally:
+        host.check_output("rm -f /etc/dgx-release")
+    said = _task_results(run, "NVIDIA driver | Say the preinstalled driver is left alone")[name(host)]
+    assert "DGX OS with driver 580.95.05 preinstalled" in said["msg"]
+    for task in ("NVIDIA driver | Pin the driver branch", "NVIDIA driver | Report the driver a deploy would install"):
+        assert not _task_results(run, task).get(name(host), {}).get("changed"), task
