@@ -67,17 +67,10 @@ def test_cudnn_nccl_and_dcgm_for_the_cuda_major(host):
 
 
 def _plan(*extra: str) -> dict:
-    # Only the json callback may write to stdout (no profile_tasks and the like).
-    env = {key: value for key, value in os.environ.items()
-           if key != "ANSIBLE_COLLECTIONS_PATH" and not key.startswith("ANSIBLE_CALLBACK")}
-    env.update({
-        "ANSIBLE_STDOUT_CALLBACK": "ansible.builtin.json",
-        "ANSIBLE_ROLES_PATH": str(PROJECT / "roles"),
-        "ANSIBLE_LIBRARY": str(PROJECT / "plugins" / "modules"),
-        "ANSIBLE_MODULE_UTILS": str(PROJECT / "plugins" / "module_utils"),
-        "ANSIBLE_FILTER_PLUGINS": str(PROJECT / "plugins" / "filter"),
-        "ANSIBLE_ACTION_PLUGINS": str(PROJECT / "plugins" / "action"),
-    })
+    # The project's own ansible.cfg (its roles and plugins), as deepops runs it;
+    # none of molecule's ANSIBLE_* settings, and only the json callback on stdout.
+    env = {key: value for key, value in os.environ.items() if not key.startswith("ANSIBLE_")}
+    env.update({"ANSIBLE_CONFIG": str(PROJECT / "ansible.cfg"), "ANSIBLE_STDOUT_CALLBACK": "ansible.builtin.json"})
     playbook = str(Path(sys.executable).parent / "ansible-playbook")
     result = subprocess.run(
         [playbook, "-i", INVENTORY, str(PROJECT / "playbooks" / "components" / "nvidia.yml"), "--check", *extra],
