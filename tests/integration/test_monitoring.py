@@ -14,17 +14,15 @@ import hashlib
 import json
 import re
 import subprocess
-import sys
 import tempfile
 import time
 import urllib.parse
 from pathlib import Path
 
 import pytest
+from aptrepo import FakePackage, build_repo, make_signing_key
 
 REPO = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(REPO / "tests" / "support"))
-from aptrepo import FakePackage, build_repo, make_signing_key  # noqa: E402 - test support, outside the package
 
 REMOTE_REPO = "/srv/deepops-grafana-standin"
 DASHBOARDS = sorted((REPO / "roles" / "grafana" / "files" / "dashboards").glob("*.json"))

@@ -7,28 +7,19 @@ filter plugins, without Ansible's task machinery around them.
 
 from __future__ import annotations
 
-import importlib.util
-import sys
 from pathlib import Path
 
 import jinja2
 import yaml
+from by_path import load_module
 
 REPO = Path(__file__).resolve().parents[2]
 ROLE = REPO / "roles" / "slurm"
 
 
-def _load(name: str, path: Path):
-    spec = importlib.util.spec_from_file_location(name, path)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module
-    spec.loader.exec_module(module)
-    return module
-
-
-slurm = _load("deepops_filter_slurm", REPO / "plugins" / "filter" / "slurm.py")
-hostlist = _load("deepops_filter_hostlist", REPO / "plugins" / "filter" / "hostlist.py")
-nvidia_smi = _load("deepops_nvidia_smi", REPO / "plugins" / "module_utils" / "nvidia_smi.py")
+slurm = load_module("deepops_filter_slurm", REPO / "plugins" / "filter" / "slurm.py")
+hostlist = load_module("deepops_filter_hostlist", REPO / "plugins" / "filter" / "hostlist.py")
+nvidia_smi = load_module("deepops_nvidia_smi", REPO / "plugins" / "module_utils" / "nvidia_smi.py")
 
 
 def render(template: str, facts_by_host: dict, **overrides) -> str:

@@ -3,10 +3,10 @@ rejected combination, the table's shape, and the hook into inventory loading."""
 
 from __future__ import annotations
 
-import importlib.util
 from pathlib import Path
 
 import pytest
+from by_path import load_module
 
 from deepops_py import compat
 from deepops_py import inventory as inv
@@ -210,10 +210,7 @@ def test_inventory_with_the_driver_disabled_is_not_checked(write_inventory, real
 
 
 def test_filter_plugin_uses_the_same_checks():
-    spec = importlib.util.spec_from_file_location("nvidia_compat_filter", REPO / "plugins" / "filter" / "nvidia_compat.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    filters = module.FilterModule().filters()
+    filters = load_module("nvidia_compat_filter", REPO / "plugins" / "filter" / "nvidia_compat.py").FilterModule().filters()
     assert filters["nvidia_compat_cuda"](["13.0"], 570) == compat.cuda_problems(570, ["13.0"]) != []
     assert filters["nvidia_compat_cuda"]("13.0", 580) == []
     assert filters["nvidia_compat_fabricmanager"]("580.82.07", 580, "580.95.05") != []

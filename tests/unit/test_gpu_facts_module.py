@@ -15,12 +15,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from gpu_fixtures import A100_MIG_XML, A100_NOMIG_XML, B200_TOPO, FIXTURES, H100_XML, L40S_XML, PCIE_TOPO
 
 ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT / "tests" / "support"))
-from gpu_fixtures import (  # noqa: E402 - lives outside the package, on purpose
-    A100_MIG_XML, A100_NOMIG_XML, B200_TOPO, FIXTURES, H100_XML, L40S_XML, PCIE_TOPO,
-)
 BROKEN_XML = '<?xml version="1.0" ?>\n<nvidia_smi_log>\n<gpu id="00000000:53:00.0">\n'
 DRIVER_ERROR = "NVIDIA-SMI has failed: could not communicate with the NVIDIA driver."
 

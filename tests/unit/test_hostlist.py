@@ -5,33 +5,23 @@ Covers plugins/module_utils/hostlist.py and plugins/filter/hostlist.py.
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 import subprocess
 import sys
 from pathlib import Path
-from types import ModuleType
 
 import pytest
 from ansible.errors import AnsibleFilterError
+from by_path import load_module
 from hypothesis import given
 from hypothesis import strategies as st
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def _load(path: Path, name: str) -> ModuleType:
-    spec = importlib.util.spec_from_file_location(name, path)
-    assert spec
-    assert spec.loader
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-hl = _load(ROOT / "plugins" / "module_utils" / "hostlist.py", "deepops_test_hostlist")
-filters = _load(ROOT / "plugins" / "filter" / "hostlist.py", "deepops_test_hostlist_filter")
+hl = load_module("deepops_test_hostlist", ROOT / "plugins" / "module_utils" / "hostlist.py")
+filters = load_module("deepops_test_hostlist_filter", ROOT / "plugins" / "filter" / "hostlist.py")
 
 
 @pytest.mark.parametrize(

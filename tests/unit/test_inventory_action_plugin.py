@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-import importlib.util
 import os
 import subprocess
 import sys
 from pathlib import Path
-from types import ModuleType, SimpleNamespace
+from types import SimpleNamespace
 
 import pytest
+from by_path import load_module
 
 REPO = Path(__file__).resolve().parents[2]
 PLUGIN_FILE = REPO / "plugins" / "action" / "deepops_inventory_check.py"
@@ -17,18 +17,15 @@ PLUGIN_FILE = REPO / "plugins" / "action" / "deepops_inventory_check.py"
 pytestmark = pytest.mark.usefixtures("test_specs")
 
 
-def _plugin_module() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("deepops_inventory_check", PLUGIN_FILE)
-    assert spec and spec.loader
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+# Loaded once: the plugin imports deepops_py inside run(), where the
+# missing-package test below makes that import fail.
+plugin = load_module("deepops_inventory_check", PLUGIN_FILE)
 
 
 def run_action(task_vars: dict, args: dict | None = None) -> dict:
     task = SimpleNamespace(args=args or {}, async_val=0, check_mode=False, action="deepops_inventory_check")
     connection = SimpleNamespace(_shell=SimpleNamespace(tmpdir=None))
-    action = _plugin_module().ActionModule(task, connection, play_context=None, loader=None, templar=None)
+    action = plugin.ActionModule(task, connection, play_context=None, loader=None, templar=None)
     return action.run(task_vars=task_vars)
 
 

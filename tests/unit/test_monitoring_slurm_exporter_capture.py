@@ -4,23 +4,15 @@ cluster (Debian 12, Slurm 22.05.8): a job's allocation is ``TRES=`` there, not
 
 from __future__ import annotations
 
-import importlib.util
-import sys
 from pathlib import Path
+
+from by_path import load_module
 
 REPO = Path(__file__).resolve().parents[2]
 SCRIPT = REPO / "roles" / "slurm_exporter" / "files" / "deepops_slurm_exporter.py"
 
 
-def _load():
-    spec = importlib.util.spec_from_file_location("deepops_slurm_exporter_capture", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
-
-
-exporter = _load()
+exporter = load_module("deepops_slurm_exporter_capture", SCRIPT)
 
 # `scontrol --all --oneliner show job 3` for `sbatch --gpus=2 --nodelist=gpu01 --wrap='sleep 60'`, verbatim.
 JOB_22_05 = (

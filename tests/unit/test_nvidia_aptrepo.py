@@ -11,11 +11,10 @@ import sys
 import urllib.request
 from pathlib import Path
 
+import aptrepo
 import pytest
 
 REPO = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(REPO / "tests" / "support"))
-import aptrepo  # noqa: E402 - lives outside the package, on purpose
 
 pytestmark = pytest.mark.skipif(not (shutil.which("dpkg-deb") and shutil.which("gpg")), reason="needs dpkg-deb and gpg")
 

@@ -6,34 +6,17 @@ captures themselves); each capture's quirk is exercised on purpose.
 
 from __future__ import annotations
 
-import importlib.util
 import re
-import sys
 from pathlib import Path
-from types import ModuleType
 
 import pytest
+from by_path import load_module
+from gpu_fixtures import A100_MIG_XML, A100_NOMIG_XML, B200_TOPO, DGX1_TOPO, FIXTURES, H100_XML, L40S_XML, PCIE_TOPO
 from hypothesis import given
 from hypothesis import strategies as st
 
 ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT / "tests" / "support"))
-from gpu_fixtures import (  # noqa: E402 - lives outside the package, on purpose
-    A100_MIG_XML, A100_NOMIG_XML, B200_TOPO, DGX1_TOPO, FIXTURES, H100_XML, L40S_XML, PCIE_TOPO,
-)
-
-
-def _load(name: str) -> ModuleType:
-    path = ROOT / "plugins" / "module_utils" / f"{name}.py"
-    spec = importlib.util.spec_from_file_location(f"deepops_test_{name}", path)
-    assert spec
-    assert spec.loader
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-smi = _load("nvidia_smi")
+smi = load_module("deepops_test_nvidia_smi", ROOT / "plugins" / "module_utils" / "nvidia_smi.py")
 
 
 def fixture(name: str) -> str:

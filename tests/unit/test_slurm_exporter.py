@@ -2,27 +2,19 @@
 
 from __future__ import annotations
 
-import importlib.util
 import sys
 import time
 import urllib.request
 from pathlib import Path
 
 import pytest
+from by_path import load_module
 
 REPO = Path(__file__).resolve().parents[2]
 SCRIPT = REPO / "roles" / "slurm_exporter" / "files" / "deepops_slurm_exporter.py"
 
 
-def _load():
-    spec = importlib.util.spec_from_file_location("deepops_slurm_exporter", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
-
-
-exporter = _load()
+exporter = load_module("deepops_slurm_exporter", SCRIPT)
 
 # Shapes of Slurm 22.05 output (Debian 12), trimmed.
 NODES = """\

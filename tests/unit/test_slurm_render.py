@@ -5,15 +5,13 @@ derived from the real nvidia-smi fixtures through the GPU facts parser.
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
 import pytest
 import yaml
+from slurm_render import ROLE, hostlist, nvidia_smi, render, slurm
 
 REPO = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(REPO / "tests" / "support"))
-from slurm_render import ROLE, hostlist, nvidia_smi, render, slurm  # noqa: E402 - lives outside the package, on purpose
 
 
 def _fixture_dir() -> Path:
