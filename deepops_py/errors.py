@@ -7,25 +7,13 @@ stderr and an exit code. Tracebacks are shown only with ``--debug``.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from ansible_collections.deepops.cluster.plugins.plugin_utils.problems import Problem
 
 EXIT_OK = 0
 EXIT_FAILURE = 1  # a host problem or a failed run
 EXIT_INVALID_INPUT = 2  # nothing was touched
 
-
-@dataclass(frozen=True)
-class Problem:
-    """One finding about user input: where it is, which key, what is wrong."""
-
-    file: str
-    scope: str  # "host gpu01", "group slurm_compute", or "" for the file itself
-    key: str
-    message: str
-
-    def __str__(self) -> str:
-        where = ": ".join(part for part in (self.file, self.scope, self.key) if part)
-        return f"{where}: {self.message}" if where else self.message
+__all__ = ["EXIT_FAILURE", "EXIT_INVALID_INPUT", "EXIT_OK", "DeepopsError", "InputError", "Problem"]
 
 
 class DeepopsError(Exception):

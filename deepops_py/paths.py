@@ -2,24 +2,28 @@
 
 from __future__ import annotations
 
+import importlib.util
 import os
 from functools import cache
 from pathlib import Path
 
-_PACKAGE_DIR = Path(__file__).resolve().parent
+COLLECTION = "deepops.cluster"
 
 
 @cache
 def content_dir() -> Path:
-    """Directory holding playbooks/, roles/, plugins/ and ansible.cfg.
+    """The collection deepops.cluster: playbooks/, roles/, plugins/ and ansible.cfg.
 
-    An installed wheel carries them in ``deepops_py/_content``; a checkout (or
-    an editable install) has them at the repository root beside the package.
+    An editable install finds it through the checkout's collections/ directory
+    (a symlink to the checkout), a wheel as site-packages/ansible_collections/
+    deepops/cluster; Python's own import system says which (see hatch_build.py).
     """
-    for candidate in (_PACKAGE_DIR / "_content", _PACKAGE_DIR.parent):
+    spec = importlib.util.find_spec(f"ansible_collections.{COLLECTION}")
+    for location in (spec.submodule_search_locations or []) if spec else []:
+        candidate = Path(location).resolve()
         if (candidate / "playbooks" / "site.yml").is_file():
             return candidate
-    raise RuntimeError(f"deepops Ansible content not found next to {_PACKAGE_DIR}; the installation is broken")
+    raise RuntimeError(f"the Ansible collection {COLLECTION} is not importable; the deepops installation is broken")
 
 
 def playbook(name: str) -> Path:

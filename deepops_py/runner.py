@@ -3,13 +3,15 @@
 Each run gets an id (``20261130-101502-deploy-ab12``) and its own directory
 ``.deepops/runs/<id>/``: ansible-runner writes its artifacts there (stdout,
 job_events/, status, rc) and we keep ``run.json`` beside them, written at the
-start and rewritten at the end, which is what ``deepops runs`` reads.
+start and rewritten at the end, which is what ``deepops runs`` reads. As a
+run starts, the oldest finished runs beyond ``$DEEPOPS_RUNS_KEEP`` (default
+50) are removed (``history.prune_runs``).
 
 Results come from runner events and the ``playbook_on_stats`` event only,
 never from Ansible's text output. The child gets a minimal environment:
 ``ANSIBLE_*`` and ``DEEPOPS_*`` from the caller plus what SSH and a UTF-8
-locale need, with this venv's bin/ first on PATH so ``ansible-playbook`` runs
-under the same Python that can import ``deepops_py`` (the plugins need it).
+locale need. ``ansible-playbook`` is the one installed beside this Python (the
+same ansible-core deepops loads inventories with), else the first on PATH.
 """
 
 from __future__ import annotations
@@ -31,7 +33,7 @@ from typing import Any
 
 import ansible_runner
 
-from deepops_py import paths
+from deepops_py import history, paths
 from deepops_py.errors import DeepopsError, InputError
 from deepops_py.progress import ProgressView, make_progress
 from deepops_py.run_results import (
@@ -73,8 +75,10 @@ class RunRequest:
     check: bool = False
     diff: bool = False
     content_dir: Path | None = None
-    # The inventory's hosts: when given, the summary leaves out the implicit
-    # localhost of the validation play unless something went wrong there.
+    # The hosts of the inventory deepops validated before this run. When given,
+    # the playbook's own inventory check does not load the file again, and the
+    # summary leaves out the implicit localhost of the validation play unless
+    # something went wrong there.
     inventory_hosts: tuple[str, ...] = ()
 
     def resolved_content_dir(self) -> Path:
@@ -133,15 +137,14 @@ def write_run_file(run_dir: Path, result: RunResult, extra: dict[str, Any] | Non
 
 
 def build_env(ansible_cfg: Path, environ: dict[str, str] | None = None) -> dict[str, str]:
-    """The child's environment: a whitelist of the caller's, plus our config and this venv first on PATH."""
+    """The child's environment: a whitelist of the caller's, plus our config."""
     environ = dict(os.environ if environ is None else environ)
     env = {
         name: value
         for name, value in environ.items()
         if name in _PASSTHROUGH_NAMES or name.startswith(_PASSTHROUGH_PREFIXES)
     }
-    venv_bin = str(Path(sys.executable).parent)
-    env["PATH"] = os.pathsep.join(part for part in (venv_bin, environ.get("PATH", os.defpath)) if part)
+    env["PATH"] = environ.get("PATH", os.defpath)
     env["ANSIBLE_CONFIG"] = str(ansible_cfg)
     # ansible-runner turns host key checking off unless told otherwise; keep ansible.cfg's "on" unless the caller chose.
     env.setdefault("ANSIBLE_HOST_KEY_CHECKING", "True")
@@ -150,23 +153,33 @@ def build_env(ansible_cfg: Path, environ: dict[str, str] | None = None) -> dict[
     return env
 
 
+def ansible_playbook_binary(path: str) -> str | None:
+    """ansible-playbook beside this Python (deepops' own environment), else the first one on ``path``."""
+    beside = Path(sys.executable).parent / "ansible-playbook"
+    if beside.is_file() and os.access(beside, os.X_OK):
+        return str(beside)
+    return shutil.which("ansible-playbook", path=path)
+
+
 def _restrict_env(prepared: dict[str, str], allowed: dict[str, str]) -> dict[str, str]:
     """Drop what ansible-runner copied from os.environ that we did not allow; keep what it set itself."""
     return {name: value for name, value in prepared.items() if name in allowed or os.environ.get(name) != value}
 
 
-def _check_inputs(request: RunRequest, env: dict[str, str]) -> Path:
+def _check_inputs(request: RunRequest, env: dict[str, str]) -> tuple[Path, str]:
+    """The playbook and the ansible-playbook binary, or an error saying which is missing."""
     playbook = request.playbook_path()
     if not playbook.is_file():
         raise DeepopsError(f"Playbook {playbook} not found; the deepops installation is incomplete")
     if not Path(request.inventory).is_file():
         raise InputError(f"Inventory {request.inventory} not found")
-    if shutil.which("ansible-playbook", path=env["PATH"]) is None:
+    binary = ansible_playbook_binary(env["PATH"])
+    if binary is None:
         raise DeepopsError(
-            f"ansible-playbook not found on PATH ({env['PATH']}); install deepops with its dependencies "
-            "(pip install deepops) in the environment you run it from"
+            f"ansible-playbook not found beside {sys.executable} or on PATH ({env['PATH']}); install deepops with "
+            "its dependencies (pip install deepops) in the environment you run it from"
         )
-    return playbook
+    return playbook, binary
 
 
 def _extra_vars_file(extra_vars: dict[str, Any]) -> Path | None:
@@ -229,7 +242,10 @@ def run_playbook(
     """
     ansible_cfg = request.ansible_cfg()
     env = build_env(ansible_cfg)
-    playbook = _check_inputs(request, env)
+    playbook, binary = _check_inputs(request, env)
+    if request.inventory_hosts:
+        env["DEEPOPS_INVENTORY_CHECKED"] = str(Path(request.inventory).absolute())
+    keep = history.runs_keep()  # a bad $DEEPOPS_RUNS_KEEP stops here, before the run is recorded
     run_id, run_dir = _new_run_dir(request.command)
     started = _now()
     result = RunResult(
@@ -246,6 +262,8 @@ def run_playbook(
     # pid and host let `deepops runs` tell a live run from one whose process died
     owner = {"pid": os.getpid(), "hostname": socket.gethostname()}
     write_run_file(run_dir, result, owner)
+    # this run, now recorded as running, is the newest: keep it and the keep-1 before it
+    history.prune_runs(keep)
     (run_dir / "env").mkdir(mode=0o700, exist_ok=True)
     (run_dir / "env" / "settings").write_text(json.dumps(_RUNNER_SETTINGS))
 
@@ -282,6 +300,8 @@ def run_playbook(
         # Built by hand rather than through ansible_runner.run(): run() starts the child with all of
         # os.environ, and this is the one point between prepare() and start where it can be trimmed.
         config.prepare()
+        # ansible-runner names the program 'ansible-playbook' for its PATH lookup; run ours, found above.
+        config.command = [binary, *config.command[1:]]
         config.env = _restrict_env(config.env, env)
         runner = ansible_runner.Runner(config, event_handler=on_event, cancel_callback=cancel.is_set)
         view.start()

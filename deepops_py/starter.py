@@ -13,7 +13,7 @@ from typing import Any
 
 import yaml
 
-from deepops_py import schema
+from ansible_collections.deepops.cluster.plugins.plugin_utils import schema
 from deepops_py.errors import DeepopsError, InputError
 
 _DESCRIPTION_WIDTH = 76

@@ -3,8 +3,7 @@
 ``hostlist_compress``, ``hostlist_expand`` and ``hostlist_group``.
 
 The logic lives in ``plugins/module_utils/hostlist.py`` (pure Python, unit
-tested). Controller-side plugins cannot import a project's module_utils
-through ``ansible.module_utils``, so the file is loaded by its path.
+tested, shared with the deepops command line).
 
 Widths follow Slurm: ``gpu9,gpu10`` -> ``gpu[9-10]``, ``gpu09,gpu10`` ->
 ``gpu[09-10]``; ``hostlist_group`` turns ``{host: value}`` into
@@ -13,33 +12,11 @@ Widths follow Slurm: ``gpu9,gpu10`` -> ``gpu[9-10]``, ``gpu09,gpu10`` ->
 
 from __future__ import annotations
 
-import importlib.util
-import sys
 from collections.abc import Iterable, Mapping
-from pathlib import Path
-from types import ModuleType
 from typing import Any
 
 from ansible.errors import AnsibleFilterError
-
-_MODULE_NAME = "deepops_module_utils_hostlist"
-
-
-def _load_hostlist() -> ModuleType:
-    """Import module_utils/hostlist.py once, by path, beside this plugin."""
-    if _MODULE_NAME in sys.modules:
-        return sys.modules[_MODULE_NAME]
-    path = Path(__file__).resolve().parent.parent / "module_utils" / "hostlist.py"
-    spec = importlib.util.spec_from_file_location(_MODULE_NAME, path)
-    if spec is None or spec.loader is None:
-        raise AnsibleFilterError(f"cannot load the hostlist helpers from {path}")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[_MODULE_NAME] = module
-    spec.loader.exec_module(module)
-    return module
-
-
-_hostlist = _load_hostlist()
+from ansible_collections.deepops.cluster.plugins.module_utils import hostlist as _hostlist
 
 
 def hostlist_compress(hosts: str | Iterable[str]) -> str:

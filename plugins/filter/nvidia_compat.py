@@ -1,4 +1,4 @@
-"""Jinja filters over deepops' NVIDIA compatibility table (``deepops_py/compat.py``).
+"""Jinja filters over deepops' NVIDIA compatibility table (``plugins/module_utils/compat.py``).
 
 The roles' preflight calls these with the host's variables and GPU facts, so
 the table that ``deepops check`` applies is the same one, in one place. Each
@@ -13,38 +13,9 @@ filter returns a list of messages; an empty list means the combination is fine.
 
 from __future__ import annotations
 
-import importlib.util
-import sys
-from pathlib import Path
-from types import ModuleType
 from typing import Any
 
-from ansible.errors import AnsibleFilterError
-
-_MODULE_NAME = "deepops_py.compat"
-
-
-def _compat() -> ModuleType:
-    """deepops_py.compat from the installed package, else by path from the checkout or wheel beside this plugin."""
-    try:
-        from deepops_py import compat
-    except ImportError:
-        pass
-    else:
-        return compat
-    if _MODULE_NAME in sys.modules:
-        return sys.modules[_MODULE_NAME]
-    here = Path(__file__).resolve().parent.parent.parent
-    for path in (here / "deepops_py" / "compat.py", here.parent / "compat.py"):
-        if path.is_file():
-            spec = importlib.util.spec_from_file_location(_MODULE_NAME, path)
-            if spec is None or spec.loader is None:
-                break
-            module = importlib.util.module_from_spec(spec)
-            sys.modules[_MODULE_NAME] = module
-            spec.loader.exec_module(module)
-            return module
-    raise AnsibleFilterError("cannot find deepops_py/compat.py: run Ansible from the deepops virtualenv")
+from ansible_collections.deepops.cluster.plugins.module_utils import compat
 
 
 def _list(value: Any) -> list:
@@ -56,23 +27,23 @@ def _list(value: Any) -> list:
 
 
 def nvidia_compat_driver_version(version: Any, branch: Any) -> list[str]:
-    return _compat().driver_version_problems(branch, version)
+    return compat.driver_version_problems(branch, version)
 
 
 def nvidia_compat_cuda(cuda_versions: Any, branch: Any) -> list[str]:
-    return _compat().cuda_problems(branch, _list(cuda_versions))
+    return compat.cuda_problems(branch, _list(cuda_versions))
 
 
 def nvidia_compat_fabricmanager(fabricmanager_version: Any, branch: Any, driver_version: Any = "") -> list[str]:
-    return _compat().fabricmanager_problems(branch, driver_version, fabricmanager_version)
+    return compat.fabricmanager_problems(branch, driver_version, fabricmanager_version)
 
 
 def nvidia_compat_gpu_models(gpus: Any, branch: Any) -> list[str]:
-    return _compat().gpu_model_problems(branch, _list(gpus))
+    return compat.gpu_model_problems(branch, _list(gpus))
 
 
 def nvidia_compat_power_limit(gpus: Any, power_limit_w: Any) -> list[str]:
-    return _compat().power_limit_problems(power_limit_w, _list(gpus))
+    return compat.power_limit_problems(power_limit_w, _list(gpus))
 
 
 class FilterModule:

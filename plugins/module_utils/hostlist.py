@@ -71,7 +71,7 @@ def hostlist_compress(hosts: str | Iterable[str]) -> str:
     parts = [(name, 0, name) for name in plain]
     parts += [(prefix, 1, _format_prefix(prefix, items)) for prefix, items in numbered.items()]
     # A plain name equal to a prefix ("gpu" and "gpu1") sorts before it.
-    return ",".join(text for _, _, text in sorted(parts))
+    return ",".join(text for _prefix, _number, text in sorted(parts))
 
 
 def hostlist_group(mapping: Mapping[str, Any]) -> list[tuple[str, Any]]:

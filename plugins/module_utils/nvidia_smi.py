@@ -194,7 +194,7 @@ def parse_cpu_list(spec: str | None) -> list[int]:
         part = raw_part.strip()
         if not part:
             continue
-        low, _, high = part.partition("-")
+        low, _sep, high = part.partition("-")
         try:
             first, last = int(low), int(high or low)
         except ValueError as exc:

@@ -17,7 +17,7 @@ description:
   - Read-only, so it runs the same in check mode.
 version_added: "1.0.0"
 author:
-  - DeepOps maintainers
+  - deepops developers (@deepops)
 options:
   nvidia_smi_path:
     description:
@@ -32,10 +32,13 @@ options:
     default: true
 attributes:
   check_mode:
+    description: Can run in check mode and return changed status prediction without modifying target.
     support: full
   diff_mode:
+    description: Will return details on what has changed (or possibly needs changing in check mode), when in diff mode.
     support: none
   facts:
+    description: Action returns an C(ansible_facts) dictionary that will update existing host facts.
     support: full
 notes:
   - C(-q -x) names no MIG profiles; C(profile) is inferred from SM count and memory,
@@ -45,10 +48,10 @@ notes:
 
 EXAMPLES = r"""
 - name: GPU | Gather GPU facts
-  nvidia_gpu_facts:
+  deepops.cluster.nvidia_gpu_facts:
 
 - name: GPU | Gather GPU facts from a non-standard nvidia-smi, without topology
-  nvidia_gpu_facts:
+  deepops.cluster.nvidia_gpu_facts:
     nvidia_smi_path: /opt/nvidia/bin/nvidia-smi
     topology: false
 
@@ -138,7 +141,7 @@ ansible_facts:
 import os
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible.module_utils.nvidia_smi import (
+from ansible_collections.deepops.cluster.plugins.module_utils.nvidia_smi import (
     NvidiaSmiParseError,
     absent_facts,
     build_facts,

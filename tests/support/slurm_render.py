@@ -1,7 +1,7 @@
 """Render the slurm role's templates in-process, the way the role does.
 
 Shared by the rendering unit tests and bench/deploy.py, so both measure and
-check the same thing: the role's templates, its defaults and the project's
+check the same thing: the role's templates, its defaults and the collection's
 filter plugins, without Ansible's task machinery around them.
 """
 
@@ -11,23 +11,23 @@ from pathlib import Path
 
 import jinja2
 import yaml
-from by_path import load_module
+from ansible_collections.deepops.cluster.plugins.filter import hostlist
+from ansible_collections.deepops.cluster.plugins.filter import slurm as slurm_filters
+from ansible_collections.deepops.cluster.plugins.module_utils import nvidia_smi  # noqa: F401 - re-exported for the tests
+from ansible_collections.deepops.cluster.plugins.module_utils import slurm_conf as slurm
 
 REPO = Path(__file__).resolve().parents[2]
 ROLE = REPO / "roles" / "slurm"
 
 
-slurm = load_module("deepops_filter_slurm", REPO / "plugins" / "filter" / "slurm.py")
-hostlist = load_module("deepops_filter_hostlist", REPO / "plugins" / "filter" / "hostlist.py")
-nvidia_smi = load_module("deepops_nvidia_smi", REPO / "plugins" / "module_utils" / "nvidia_smi.py")
 
 
 def render(template: str, facts_by_host: dict, **overrides) -> str:
     """Render one of the role's templates the way the role does, with its vars."""
     env = jinja2.Environment(loader=jinja2.FileSystemLoader(str(ROLE / "templates")), keep_trailing_newline=True,
                              trim_blocks=True)
-    env.filters.update(slurm.FilterModule().filters())
-    env.filters.update(hostlist.FilterModule().filters())
+    for plugin in (slurm_filters, hostlist):  # by their fully qualified names, as the templates call them
+        env.filters.update({f"deepops.cluster.{name}": function for name, function in plugin.FilterModule().filters().items()})
     defaults = yaml.safe_load((ROLE / "defaults" / "main.yml").read_text())
     variables = {**defaults, **overrides}
     records = slurm.slurm_node_facts(facts_by_host, variables["slurm_realmemory_reserve_mb"])

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from deepops_py import schema
+from ansible_collections.deepops.cluster.plugins.plugin_utils import schema
 
 TEST_ROLE_SPECS = {
     "slurm": {

@@ -1,4 +1,4 @@
-"""The NVIDIA compatibility table and its checks (deepops_py/compat.py): each
+"""The NVIDIA compatibility table and its checks (plugins/module_utils/compat.py): each
 rejected combination, the table's shape, and the hook into inventory loading."""
 
 from __future__ import annotations
@@ -6,12 +6,12 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from by_path import load_module
 
-from deepops_py import compat
+from ansible_collections.deepops.cluster.plugins.filter import nvidia_compat
+from ansible_collections.deepops.cluster.plugins.module_utils import compat, nvidia_smi
+from ansible_collections.deepops.cluster.plugins.plugin_utils.inventory import _check_host_nvidia_vars
 from deepops_py import inventory as inv
 from deepops_py.errors import InputError
-from plugins.module_utils import nvidia_smi
 
 REPO = Path(__file__).resolve().parents[2]
 FIXTURES = REPO / "deepops_py" / "virtual" / "fixtures"
@@ -167,7 +167,7 @@ def test_exact_version_with_a_debian_revision_is_rejected():
 
 
 def test_templated_values_are_left_to_ansible():
-    assert compat.check_host_vars({"nvidia_driver_branch": "{{ site_branch }}", "cuda_versions": ["13.0"]}) == []
+    assert _check_host_nvidia_vars({"nvidia_driver_branch": "{{ site_branch }}", "cuda_versions": ["13.0"]}) == []
     assert compat.cuda_problems(570, ["{{ site_cuda }}"]) == []
 
 
@@ -210,7 +210,7 @@ def test_inventory_with_the_driver_disabled_is_not_checked(write_inventory, real
 
 
 def test_filter_plugin_uses_the_same_checks():
-    filters = load_module("nvidia_compat_filter", REPO / "plugins" / "filter" / "nvidia_compat.py").FilterModule().filters()
+    filters = nvidia_compat.FilterModule().filters()
     assert filters["nvidia_compat_cuda"](["13.0"], 570) == compat.cuda_problems(570, ["13.0"]) != []
     assert filters["nvidia_compat_cuda"]("13.0", 580) == []
     assert filters["nvidia_compat_fabricmanager"]("580.82.07", 580, "580.95.05") != []

@@ -35,7 +35,7 @@ CASES: dict[str, tuple[str | None, str | None, int, dict[str, Any]]] = {
 
 TASK = """\
     - name: GPU | Gather facts ({case})
-      nvidia_gpu_facts: {args}
+      deepops.cluster.nvidia_gpu_facts: {args}
       register: gpu_{case}
       ignore_errors: true
 
@@ -111,8 +111,6 @@ def _run(playbook: Path, *, check: bool) -> dict[str, Any]:
     env = {
         **os.environ,
         "ANSIBLE_CONFIG": str(ROOT / "ansible.cfg"),
-        "ANSIBLE_LIBRARY": str(ROOT / "plugins" / "modules"),
-        "ANSIBLE_MODULE_UTILS": str(ROOT / "plugins" / "module_utils"),
         "ANSIBLE_LOCAL_TEMP": str(workdir / "ansible-tmp"),
         "PATH": f"{workdir / 'on_path'}:{os.environ['PATH']}",
     }

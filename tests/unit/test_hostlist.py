@@ -13,15 +13,14 @@ from pathlib import Path
 
 import pytest
 from ansible.errors import AnsibleFilterError
-from by_path import load_module
+from ansible_collections.deepops.cluster.plugins.filter import hostlist as filters
+from ansible_collections.deepops.cluster.plugins.module_utils import hostlist as hl
 from hypothesis import given
 from hypothesis import strategies as st
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
-hl = load_module("deepops_test_hostlist", ROOT / "plugins" / "module_utils" / "hostlist.py")
-filters = load_module("deepops_test_hostlist_filter", ROOT / "plugins" / "filter" / "hostlist.py")
 
 
 @pytest.mark.parametrize(
@@ -183,9 +182,9 @@ def test_filters_in_a_playbook(tmp_path):
         dest: "{out}"
         mode: "0644"
         content: >-
-          {{{{ {{'compressed': nodes.keys() | hostlist_compress,
-                'expanded': 'gpu[01-02],cpu1' | hostlist_expand,
-                'groups': nodes | hostlist_group}} | to_json }}}}
+          {{{{ {{'compressed': nodes.keys() | deepops.cluster.hostlist_compress,
+                'expanded': 'gpu[01-02],cpu1' | deepops.cluster.hostlist_expand,
+                'groups': nodes | deepops.cluster.hostlist_group}} | to_json }}}}
 """
     )
     env = {

@@ -1,4 +1,4 @@
-"""The deepops_inventory_check action plugin: called directly, and inside ansible-playbook."""
+"""The deepops.cluster.inventory_check action plugin: called directly, and inside ansible-playbook."""
 
 from __future__ import annotations
 
@@ -9,21 +9,17 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
-from by_path import load_module
+from ansible_collections.deepops.cluster.plugins.action import inventory_check as plugin
 
 REPO = Path(__file__).resolve().parents[2]
-PLUGIN_FILE = REPO / "plugins" / "action" / "deepops_inventory_check.py"
 
 pytestmark = pytest.mark.usefixtures("test_specs")
 
 
-# Loaded once: the plugin imports deepops_py inside run(), where the
-# missing-package test below makes that import fail.
-plugin = load_module("deepops_inventory_check", PLUGIN_FILE)
 
 
 def run_action(task_vars: dict, args: dict | None = None) -> dict:
-    task = SimpleNamespace(args=args or {}, async_val=0, check_mode=False, action="deepops_inventory_check")
+    task = SimpleNamespace(args=args or {}, async_val=0, check_mode=False, action="deepops.cluster.inventory_check")
     connection = SimpleNamespace(_shell=SimpleNamespace(tmpdir=None))
     action = plugin.ActionModule(task, connection, play_context=None, loader=None, templar=None)
     return action.run(task_vars=task_vars)
@@ -59,11 +55,18 @@ def test_arguments_are_rejected(write_inventory) -> None:
     assert result["failed"] is True and "takes no arguments" in result["msg"]
 
 
-def test_missing_deepops_package_gives_a_clear_message(monkeypatch: pytest.MonkeyPatch, write_inventory) -> None:
-    monkeypatch.setitem(sys.modules, "deepops_py", None)  # makes the import fail
-    result = run_action({"ansible_inventory_sources": [str(write_inventory())]})
-    assert result["failed"] is True
-    assert "run ansible-playbook from the deepops virtualenv" in result["msg"]
+def test_inventory_validated_by_deepops_is_not_loaded_again(monkeypatch: pytest.MonkeyPatch, write_inventory) -> None:
+    # deepops validates before it starts a run and names the file; the plugin trusts that
+    # (an invalid file proves it did not load it), and still checks any other source.
+    path = write_inventory("all:\n  children:\n    slurm-controller: {}\n")
+    monkeypatch.setenv(plugin.CHECKED_ENV, str(path))
+    result = run_action({"ansible_inventory_sources": [str(path)]})
+    assert not result.get("failed"), result
+    assert result["inventories"] == [{"inventory": str(path), "checked_by": "deepops"}]
+    assert "validated by deepops before this run" in result["msg"]
+
+    monkeypatch.setenv(plugin.CHECKED_ENV, str(path.parent / "another.yml"))
+    assert run_action({"ansible_inventory_sources": [str(path)]})["failed"] is True
 
 
 def _playbook(inventory: Path) -> subprocess.CompletedProcess:

@@ -76,7 +76,7 @@ def test_stand_in_nvidia_smi_reports_its_driver_and_applies_settings(nvidia, tmp
     def run(*args: str) -> str:
         return subprocess.run([sys.executable, str(smi), *args], check=True, capture_output=True, text=True).stdout
 
-    from plugins.module_utils import nvidia_smi
+    from ansible_collections.deepops.cluster.plugins.module_utils import nvidia_smi
 
     facts = nvidia_smi.gpu_facts(run("-q", "-x"), run("topo", "-m"))
     assert facts["driver_version"] == "580.95.05" and facts["nvswitch"] is True and facts["types"] == ["h100"]

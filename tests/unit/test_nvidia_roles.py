@@ -24,7 +24,7 @@ H100_XML = REPO / "deepops_py" / "virtual" / "fixtures" / "h100-sxm5-80gb-x8-dri
 # Modules a preflight may use: none of them changes a host.
 READ_ONLY = {
     "ansible.builtin.assert", "ansible.builtin.stat", "ansible.builtin.include_vars", "ansible.builtin.set_fact",
-    "ansible.builtin.debug", "nvidia_gpu_facts",
+    "ansible.builtin.debug", "deepops.cluster.nvidia_gpu_facts",
 }
 
 

@@ -10,13 +10,12 @@ import re
 from pathlib import Path
 
 import pytest
-from by_path import load_module
+from ansible_collections.deepops.cluster.plugins.module_utils import nvidia_smi as smi
 from gpu_fixtures import A100_MIG_XML, A100_NOMIG_XML, B200_TOPO, DGX1_TOPO, FIXTURES, H100_XML, L40S_XML, PCIE_TOPO
 from hypothesis import given
 from hypothesis import strategies as st
 
 ROOT = Path(__file__).resolve().parents[2]
-smi = load_module("deepops_test_nvidia_smi", ROOT / "plugins" / "module_utils" / "nvidia_smi.py")
 
 
 def fixture(name: str) -> str:

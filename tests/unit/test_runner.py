@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import io
 import json
+import os
 import shutil
 import signal
 import subprocess
@@ -100,7 +101,9 @@ class Scenario:
             _request(self.workspace, command="plan", check=True, diff=True, limit="first"), progress=SilentProgress()
         )
         self.markers_after_plan = sorted(path.name for path in self.markers.iterdir())
-        self.deploy = runner.run_playbook(_request(self.workspace), progress=PlainProgress(self.progress))
+        self.deploy = runner.run_playbook(
+            _request(self.workspace, inventory_hosts=("first", "second")), progress=PlainProgress(self.progress)
+        )
         self.markers_after_deploy = sorted(path.name for path in self.markers.iterdir())
         self.again = runner.run_playbook(_request(self.workspace, limit="first"), progress=SilentProgress())
         self.records = history.list_runs()
@@ -186,7 +189,9 @@ def test_env_passes_only_ansible_vars_and_uses_this_venv(scenario):
     assert env["ANSIBLE_NOCOLOR"] == "1"
     assert env["ANSIBLE_CONFIG"].endswith("content/ansible.cfg")
     assert env["ANSIBLE_HOST_KEY_CHECKING"] == "True"
-    assert env["PATH"].split(":")[0] == str(Path(sys.executable).parent)
+    assert env["PATH"] == os.environ["PATH"]  # passed through, not steered
+    assert command["command"][0] == str(Path(sys.executable).parent / "ansible-playbook")
+    assert env["DEEPOPS_INVENTORY_CHECKED"] == str(scenario.inventory)
     assert not any(SECRET in arg for arg in command["command"])  # extra vars went through a temp file
     extra_vars_file = next(arg for arg in command["command"] if arg.startswith("@"))[1:]
     assert not Path(extra_vars_file).exists()  # and that file is gone
@@ -238,7 +243,8 @@ def test_missing_playbook_and_inventory_are_clear_errors(workspace):
     assert history.list_runs() == []  # nothing started, nothing recorded
 
 
-def test_missing_ansible_playbook_is_a_clear_error(workspace, monkeypatch):
+def test_missing_ansible_playbook_is_a_clear_error(workspace, monkeypatch, tmp_path):
+    monkeypatch.setattr(runner.sys, "executable", str(tmp_path / "python"))  # nothing installed beside it
     monkeypatch.setattr(runner.shutil, "which", lambda *args, **kwargs: None)
     with pytest.raises(DeepopsError, match="ansible-playbook not found"):
         runner.run_playbook(_request(workspace), progress=SilentProgress())

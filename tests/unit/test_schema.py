@@ -6,10 +6,12 @@ from pathlib import Path
 
 import pytest
 
-from deepops_py import paths, schema, suggest
-from deepops_py.errors import DeepopsError
-from deepops_py.schema import VarSpec, check_value
-from deepops_py.yaml_files import Vaulted
+from ansible_collections.deepops.cluster.plugins.plugin_utils import schema, suggest
+from ansible_collections.deepops.cluster.plugins.plugin_utils.problems import BrokenContent
+from ansible_collections.deepops.cluster.plugins.plugin_utils.schema import VarSpec, check_value
+from ansible_collections.deepops.cluster.plugins.plugin_utils.yaml_files import Vaulted
+from deepops_py import inventory, paths
+from deepops_py.errors import DeepopsError, InputError
 
 
 def test_specs_of_every_role_and_entry_point_are_loaded(specs_dir: Path) -> None:
@@ -33,12 +35,16 @@ def test_a_missing_roles_dir_leaves_only_the_builtins(tmp_path: Path) -> None:
     assert set(known) == set(schema.ANSIBLE_VARIABLES) | set(schema.DEEPOPS_VARIABLES)
 
 
-def test_broken_role_specs_are_a_deepops_defect(tmp_path: Path) -> None:
+def test_broken_role_specs_are_a_deepops_defect(tmp_path: Path, write_inventory) -> None:
     meta = tmp_path / "roles" / "broken" / "meta"
     meta.mkdir(parents=True)
     (meta / "argument_specs.yml").write_text("argument_specs: [\n")
-    with pytest.raises(DeepopsError, match="role broken: .*argument_specs.yml.*line 2"):
+    with pytest.raises(BrokenContent, match="role broken: .*argument_specs.yml.*line 2"):
         schema.load_role_specs(tmp_path / "roles")
+    # The CLI reports it as a defect (exit 1), not as the user's input (exit 2).
+    with pytest.raises(DeepopsError, match="role broken: .*argument_specs.yml.*line 2") as raised:
+        inventory.load_cluster(write_inventory(), roles_dir=tmp_path / "roles")
+    assert not isinstance(raised.value, InputError)
 
 
 def test_the_shipped_roles_specs_load() -> None:

@@ -78,7 +78,7 @@ SDIAG_TOP = {
     "Jobs completed": ("slurm_scheduler_jobs_completed", 1.0),
     "Jobs failed": ("slurm_scheduler_jobs_failed", 1.0),
 }
-for _metric, _ in [*SDIAG_MAIN.values(), *SDIAG_BACKFILL.values(), *SDIAG_TOP.values()]:
+for _metric, _help in [*SDIAG_MAIN.values(), *SDIAG_BACKFILL.values(), *SDIAG_TOP.values()]:
     HELP.setdefault(_metric, "sdiag: " + _metric.removeprefix("slurm_scheduler_").replace("_", " "))
 
 
@@ -112,7 +112,7 @@ def tres_gpus(tres: str) -> int:
     """``cpu=4,mem=1G,gres/gpu=2,gres/gpu:h100=2`` -> 2 (the untyped gres/gpu count)."""
     typed = 0
     for item in (tres or "").split(","):
-        name, _, value = item.partition("=")
+        name, _sep, value = item.partition("=")
         if name == "gres/gpu":
             return _int(value)
         if name.startswith("gres/gpu:"):
@@ -374,7 +374,7 @@ class PrometheusCollector:
         from prometheus_client.core import GaugeMetricFamily
 
         for name, rows in group_samples(self.exporter.samples()).items():
-            label_names = sorted({key for labels, _ in rows for key in labels})
+            label_names = sorted({key for labels, _value in rows for key in labels})
             family = GaugeMetricFamily(name, HELP.get(name, name), labels=label_names)
             for labels, value in rows:
                 family.add_metric([labels.get(key, "") for key in label_names], value)
@@ -382,7 +382,7 @@ class PrometheusCollector:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n", maxsplit=1)[0])
     parser.add_argument("--listen-address", default="0.0.0.0:9341", help="HOST:PORT to serve /metrics on")
     parser.add_argument("--interval", type=float, default=15.0, help="seconds between refreshes of each command")
     parser.add_argument("--timeout", type=float, default=10.0, help="seconds any one Slurm command may take")
@@ -391,7 +391,7 @@ def main(argv: list[str] | None = None) -> int:
 
     from prometheus_client import REGISTRY, start_http_server
 
-    host, _, port = args.listen_address.rpartition(":")
+    host, _sep, port = args.listen_address.rpartition(":")
     exporter = Exporter(default_sources(args.slurm_bin_dir), interval=args.interval, timeout=args.timeout)
     REGISTRY.register(PrometheusCollector(exporter))
     exporter.start()

@@ -14,9 +14,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from deepops_py import suggest, yaml_files
-from deepops_py.errors import Problem
-from deepops_py.schema import type_name
+from ansible_collections.deepops.cluster.plugins.plugin_utils import suggest, yaml_files
+from ansible_collections.deepops.cluster.plugins.plugin_utils.problems import Problem
+from ansible_collections.deepops.cluster.plugins.plugin_utils.schema import type_name
 
 GROUP_SECTIONS = ("hosts", "children", "vars")
 # Ansible's C.YAML_FILENAME_EXTENSIONS, in the order its loader tries them.

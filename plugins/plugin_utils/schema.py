@@ -13,8 +13,8 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
-from deepops_py import suggest, yaml_files
-from deepops_py.errors import DeepopsError
+from ansible_collections.deepops.cluster.plugins.plugin_utils import suggest, yaml_files
+from ansible_collections.deepops.cluster.plugins.plugin_utils.problems import BrokenContent
 
 # argument_specs types that deepops checks; anything else is accepted as is.
 _PYTHON_TYPES: dict[str, tuple[type, ...]] = {
@@ -94,13 +94,8 @@ DEEPOPS_VARIABLES = _builtin("deepops", {"deepops_virtual": "bool"})
 
 
 def default_roles_dir() -> Path:
-    """The shipped roles/ directory (tests replace this function)."""
-    from deepops_py import paths
-
-    try:
-        return paths.content_dir() / "roles"
-    except RuntimeError as error:
-        raise DeepopsError(str(error)) from None
+    """This collection's roles/ directory (tests replace this function)."""
+    return Path(__file__).resolve().parents[2] / "roles"
 
 
 def known_variables(roles_dir: Path | None = None) -> dict[str, VarSpec]:
@@ -127,7 +122,7 @@ def load_role_specs(roles_dir: Path) -> dict[str, dict[str, VarSpec]]:
         try:
             document = yaml_files.load(spec_file)
         except yaml_files.YamlFileError as error:
-            raise DeepopsError(f"role {role_name}: {spec_file}: {error} (a defect in deepops, not in your input)") from None
+            raise BrokenContent(f"role {role_name}: {spec_file}: {error} (a defect in deepops, not in your input)") from None
         entry_points = document.get("argument_specs") if isinstance(document, dict) else None
         if not isinstance(entry_points, dict):
             continue

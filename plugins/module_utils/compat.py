@@ -1,6 +1,6 @@
 """Which NVIDIA driver, CUDA toolkit, Fabric Manager and GPU go together.
 
-One table, used twice: by ``deepops check`` (through ``inventory.load_cluster``,
+One table, used twice: by ``deepops check`` (through ``plugin_utils/inventory.py``,
 before any host is touched) and by the roles' preflight (through the filter
 plugin ``plugins/filter/nvidia_compat.py``, with the GPU facts of each host).
 Every check is a plain function that returns a list of messages; an empty list
@@ -86,7 +86,7 @@ def driver_version_problems(branch: Any, version: Any) -> list[str]:
     text = str(version)
     if not re.match(r"^\d+\.\d+(\.\d+)?$", text):
         return [f"nvidia_driver_version must look like 580.95.05 (no Debian revision), found {text!r}"]
-    if int(text.split(".")[0]) != _branch(branch):
+    if int(text.split(".", maxsplit=1)[0]) != _branch(branch):
         return [f"nvidia_driver_version {text} is not in driver branch {branch} (nvidia_driver_branch)"]
     return []
 
@@ -129,7 +129,7 @@ def fabricmanager_problems(branch: Any, driver_version: Any, fabricmanager_versi
         if fm != str(driver_version):
             return [f"Fabric Manager {fm} differs from the driver {driver_version}: they must be the same version"]
         return []
-    if _branch(branch) is not None and fm.split(".")[0] != str(_branch(branch)):
+    if _branch(branch) is not None and fm.split(".", maxsplit=1)[0] != str(_branch(branch)):
         return [f"Fabric Manager {fm} is not in driver branch {branch}: they must be the same version"]
     if _branch(branch) is not None:
         return [
@@ -186,55 +186,4 @@ def power_limit_problems(power_limit_w: Any, gpus: Iterable[Mapping[str, Any]]) 
             problems.append(f"{name} reports no power limit range; it cannot take gpu_settings_power_limit_w {limit:g}")
         elif not low <= limit <= high:
             problems.append(f"gpu_settings_power_limit_w {limit:g} W is outside {name}'s range {low:g}-{high:g} W")
-    return problems
-
-
-# --------------------------------------------------------------------------
-# deepops check: per-host variables from the inventory (no facts yet)
-
-# The group playbooks/components/nvidia.yml runs on.
-GPU_GROUP = "slurm_compute"
-
-# Variables these checks read, with the role that defines each default.
-CHECKED_VARIABLES = (
-    "nvidia_driver_enabled", "nvidia_driver_branch", "nvidia_driver_version",
-    "cuda_enabled", "cuda_versions", "nvidia_fabricmanager_enabled", "nvidia_fabricmanager_version",
-)
-
-
-def check_host_vars(variables: Mapping[str, Any]) -> list[tuple[str, str]]:
-    """(key, message) pairs for one host's merged variables (role defaults filled in)."""
-    branch = variables.get("nvidia_driver_branch")
-    if not variables.get("nvidia_driver_enabled", True) or branch is None:
-        return []  # driver left alone, or no nvidia_driver role to read a branch from
-    version = variables.get("nvidia_driver_version") or ""
-    found = [("nvidia_driver_version", message) for message in driver_version_problems(branch, version)]
-    if variables.get("cuda_enabled", True):
-        cuda_versions = variables.get("cuda_versions") or []
-        if isinstance(cuda_versions, list):
-            found += [("cuda_versions", message) for message in cuda_problems(branch, cuda_versions)]
-    if variables.get("nvidia_fabricmanager_enabled", True):
-        found += [
-            ("nvidia_fabricmanager_version", message)
-            for message in fabricmanager_problems(branch, version, variables.get("nvidia_fabricmanager_version"))
-        ]
-    return found
-
-
-def check_cluster(cluster: Any, known: Mapping[str, Any]) -> list[Any]:
-    """Problems for every host of a loaded cluster; ``known`` is schema.known_variables() (for defaults)."""
-    from deepops_py.errors import Problem
-
-    defaults = {name: getattr(known.get(name), "default", None) for name in CHECKED_VARIABLES if name in known}
-    problems = []
-    seen: set[tuple[str, str]] = set()
-    for name, host in sorted(cluster.hosts.items()):
-        if GPU_GROUP not in host.groups:
-            continue  # the NVIDIA roles run on the GPU nodes only (playbooks/components/nvidia.yml)
-        merged = {**defaults, **{key: host.vars[key] for key in CHECKED_VARIABLES if key in host.vars}}
-        for key, message in check_host_vars(merged):
-            if (key, message) in seen:
-                continue  # the same group-wide combination is reported once, at its first host
-            seen.add((key, message))
-            problems.append(Problem(str(cluster.inventory), f"host {name}", key, message))
     return problems

@@ -1,0 +1,286 @@
+"""slurm.conf and gres.conf lines from gathered facts.
+
+Each public function is a filter of ``plugins/filter/slurm.py``, whose
+docstring lists them with what goes in and what comes out. Identical nodes
+are compressed into one line with the hostlist helpers of ``hostlist.py``.
+
+The ``Cores=`` rule: ``nvidia-smi topo -m`` gives a GPU's CPU affinity as
+logical CPU ids; ``gres.conf`` wants core indices of the node. Linux numbers
+the first hardware thread of every core first and the sibling threads after
+them, so core index = CPU id modulo the node's core count. ``Cores=`` is left
+out when the affinity names a CPU id the node does not have (simulated GPUs
+on a small machine, or facts that do not belong together), when the affinity
+is unknown, or when it covers every core (no constraint to express).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from ansible_collections.deepops.cluster.plugins.module_utils import hostlist as _hostlist
+
+
+class SlurmConfError(ValueError):
+    """Facts or settings that cannot be turned into Slurm configuration."""
+
+
+def _compress(hosts: Iterable[str]) -> str:
+    return _hostlist.hostlist_compress(list(hosts))
+
+
+def _group(mapping: Mapping[str, Any]) -> list[tuple[str, Any]]:
+    """``{host: hashable}`` -> ``[(hostlist, value), ...]`` in first-seen value order."""
+    by_value: dict[Any, list[str]] = {}
+    for host, value in mapping.items():
+        by_value.setdefault(value, []).append(host)
+    return [(_compress(hosts), value) for value, hosts in by_value.items()]
+
+
+def _int(value: Any, what: str, host: str) -> int:
+    try:
+        number = int(value)
+    except (TypeError, ValueError):
+        raise SlurmConfError(f"{host}: fact {what} is {value!r}, expected a number") from None
+    return number
+
+
+def _cpu_ids(text: Any) -> list[int] | None:
+    """``'0-3,8'`` -> ``[0, 1, 2, 3, 8]``; None when unknown or unreadable."""
+    if not isinstance(text, str) or not re.fullmatch(r"\d+(-\d+)?(,\d+(-\d+)?)*", text.strip()):
+        return None
+    ids: list[int] = []
+    for part in text.strip().split(","):
+        first, _sep, last = part.partition("-")
+        ids.extend(range(int(first), int(last or first) + 1))
+    return ids
+
+
+def _ranges(numbers: Iterable[int]) -> str:
+    """``[0, 1, 2, 5]`` -> ``0-2,5``."""
+    ordered = sorted(set(numbers))
+    parts: list[str] = []
+    start = prev = None
+    for number in ordered:
+        if start is None:
+            start = prev = number
+        elif number == prev + 1:
+            prev = number
+        else:
+            parts.append(f"{start}-{prev}" if prev != start else str(start))
+            start = prev = number
+    if start is not None:
+        parts.append(f"{start}-{prev}" if prev != start else str(start))
+    return ",".join(parts)
+
+
+def gpu_cores(cpu_affinity: Any, cores_total: int, cpus_total: int) -> str | None:
+    """Core indices for ``Cores=`` from a GPU's CPU affinity (see the module docstring)."""
+    ids = _cpu_ids(cpu_affinity)
+    if not ids or cores_total <= 0 or max(ids) >= cpus_total:
+        return None
+    cores = {cpu % cores_total for cpu in ids}
+    if len(cores) >= cores_total:
+        return None
+    return _ranges(cores)
+
+
+def _device_files(devices: list[str]) -> str:
+    """``['/dev/nvidia0', '/dev/nvidia1']`` -> ``/dev/nvidia[0-1]``."""
+    names = [device.rsplit("/", 1) for device in devices]
+    directories = {directory for directory, _name in names}
+    if len(directories) != 1:
+        return ",".join(devices)
+    return f"{directories.pop()}/{_compress(name for _directory, name in names)}"
+
+
+def slurm_node_facts(facts_by_host: Mapping[str, Any], realmemory_reserve_mb: int = 0) -> dict[str, dict]:
+    """Compact, comparable node records from each host's ``ansible_facts``.
+
+    A host without facts (unreachable in this run) is left out with no error;
+    the caller decides what that means.
+    """
+    records: dict[str, dict] = {}
+    for host, facts in facts_by_host.items():
+        if not isinstance(facts, Mapping) or "processor_vcpus" not in facts:
+            continue
+        sockets = _int(facts.get("processor_count"), "processor_count", host)
+        cores = _int(facts.get("processor_cores"), "processor_cores", host)
+        threads = _int(facts.get("processor_threads_per_core"), "processor_threads_per_core", host)
+        cpus = _int(facts.get("processor_vcpus"), "processor_vcpus", host)
+        memory = _int(facts.get("memtotal_mb"), "memtotal_mb", host)
+        real_memory = max(memory - int(realmemory_reserve_mb), 1)
+        gpus = []
+        gpu_facts = facts.get("deepops_gpus") or {}
+        for gpu in gpu_facts.get("gpus") or []:
+            gpus.append(
+                {
+                    "type": str(gpu.get("type") or "gpu"),
+                    "device": str(gpu.get("device") or f"/dev/nvidia{gpu.get('minor_number', gpu.get('index'))}"),
+                    "cores": gpu_cores(gpu.get("cpu_affinity"), sockets * cores, cpus),
+                }
+            )
+        records[host] = {
+            "cpus": cpus,
+            "sockets": sockets,
+            "cores_per_socket": cores,
+            "threads_per_core": threads,
+            "real_memory": real_memory,
+            "gpus": gpus,
+        }
+    return records
+
+
+def _gres(record: Mapping[str, Any]) -> str:
+    counts: dict[str, int] = {}
+    for gpu in record["gpus"]:
+        counts[gpu["type"]] = counts.get(gpu["type"], 0) + 1
+    return ",".join(f"gpu:{gpu_type}:{count}" for gpu_type, count in counts.items())
+
+
+def slurm_node_line(record: Mapping[str, Any]) -> str:
+    """The attributes after ``NodeName=...`` for one node record."""
+    parts = [f"CPUs={record['cpus']}"]
+    if record["sockets"] * record["cores_per_socket"] * record["threads_per_core"] == record["cpus"]:
+        parts += [
+            f"Sockets={record['sockets']}",
+            f"CoresPerSocket={record['cores_per_socket']}",
+            f"ThreadsPerCore={record['threads_per_core']}",
+        ]
+    parts.append(f"RealMemory={record['real_memory']}")
+    gres = _gres(record)
+    if gres:
+        parts.append(f"Gres={gres}")
+    return " ".join(parts)
+
+
+def slurm_node_lines(records: Mapping[str, Mapping[str, Any]]) -> list[str]:
+    """``NodeName=`` lines, identical nodes compressed into one hostlist each."""
+    grouped = _group({host: slurm_node_line(record) for host, record in sorted(records.items())})
+    return [f"NodeName={hosts} {line}" for hosts, line in grouped]
+
+
+def _gres_conf_for(record: Mapping[str, Any]) -> tuple[str, ...]:
+    """This node's gres.conf attributes, one string per (type, cores) run of GPUs."""
+    runs: list[tuple[str, str | None, list[str]]] = []
+    for gpu in record["gpus"]:
+        if runs and runs[-1][0] == gpu["type"] and runs[-1][1] == gpu["cores"]:
+            runs[-1][2].append(gpu["device"])
+        else:
+            runs.append((gpu["type"], gpu["cores"], [gpu["device"]]))
+    lines = []
+    for gpu_type, cores, devices in runs:
+        line = f"Name=gpu Type={gpu_type} File={_device_files(devices)}"
+        if cores:
+            line += f" Cores={cores}"
+        lines.append(line)
+    return tuple(lines)
+
+
+def slurm_gres_lines(records: Mapping[str, Mapping[str, Any]]) -> list[str]:
+    """gres.conf lines for every node with GPUs, identical nodes compressed."""
+    per_host = {host: _gres_conf_for(record) for host, record in sorted(records.items()) if record["gpus"]}
+    return [f"NodeName={hosts} {line}" for hosts, lines in _group(per_host) for line in lines]
+
+
+def slurm_default_partitions(records: Mapping[str, Mapping[str, Any]]) -> list[dict]:
+    """One partition per GPU type (named after it) and a default ``all`` partition."""
+    by_type: dict[str, list[str]] = {}
+    for host, record in sorted(records.items()):
+        for gpu_type in dict.fromkeys(gpu["type"] for gpu in record["gpus"]):
+            by_type.setdefault(gpu_type, []).append(host)
+    partitions = [{"name": gpu_type, "nodes": _compress(hosts)} for gpu_type, hosts in sorted(by_type.items())]
+    partitions.append({"name": "all", "nodes": "ALL", "default": True})
+    return partitions
+
+
+def _value(value: Any) -> str:
+    if isinstance(value, bool):
+        return "YES" if value else "NO"
+    if isinstance(value, (list, tuple)):
+        return ",".join(str(item) for item in value)
+    return str(value)
+
+
+def slurm_partition_lines(partitions: Iterable[Mapping[str, Any]]) -> list[str]:
+    """``PartitionName=`` lines from ``slurm_partitions``-style dicts."""
+    lines = []
+    for partition in partitions:
+        if not isinstance(partition, Mapping) or not partition.get("name"):
+            raise SlurmConfError(f"a partition needs a name: {partition!r}")
+        nodes = partition.get("nodes", "ALL")
+        if isinstance(nodes, (list, tuple)):
+            nodes = _compress(nodes)
+        parts = [f"PartitionName={partition['name']}", f"Nodes={nodes}"]
+        parts.append(f"Default={_value(bool(partition.get('default', False)))}")
+        parts.append(f"MaxTime={partition.get('max_time') or 'INFINITE'}")
+        parts.append("State=UP")
+        for key, value in (partition.get("options") or {}).items():
+            parts = [part for part in parts if not part.startswith(f"{key}=")]
+            parts.append(f"{key}={_value(value)}")
+        lines.append(" ".join(parts))
+    return lines
+
+
+def slurm_conf_lines(settings: Mapping[str, Any]) -> list[str]:
+    """``Key=value`` lines; a None or empty value leaves the key out."""
+    return [f"{key}={_value(value)}" for key, value in settings.items() if value is not None and _value(value) != ""]
+
+
+def _qos_fields(qos: Mapping[str, Any]) -> dict[str, str]:
+    preempt = qos.get("preempt") or []
+    if isinstance(preempt, str):
+        preempt = [item for item in preempt.split(",") if item]
+    return {
+        "priority": str(int(qos.get("priority", 0))),
+        "preempt": ",".join(sorted(preempt)),
+        "preemptmode": str(qos.get("preempt_mode") or "cluster").lower(),
+    }
+
+
+def slurm_qos_changes(wanted: Iterable[Mapping[str, Any]], shown: str) -> dict[str, Any]:
+    """What sacctmgr must do so the QOS match ``wanted``.
+
+    ``shown`` is ``sacctmgr -nP show qos format=name,priority,preempt,preemptmode``.
+    Returns ``{'add': [names], 'modify': [[name, 'priority=..', ...]]}``;
+    both empty when nothing differs.
+    """
+    current: dict[str, dict[str, str]] = {}
+    for row in (shown or "").splitlines():
+        fields = row.split("|")
+        if len(fields) >= 4 and fields[0]:
+            current[fields[0]] = {
+                "priority": fields[1] or "0",
+                "preempt": ",".join(sorted(item for item in fields[2].split(",") if item)),
+                "preemptmode": fields[3].lower() or "cluster",
+            }
+    add, modify = [], []
+    for qos in wanted:
+        name = str(qos["name"])
+        fields = _qos_fields(qos)
+        if name not in current:
+            add.append(name)
+        if current.get(name) != fields:
+            modify.append(
+                [name, f"priority={fields['priority']}", f"preempt={fields['preempt']}",
+                 f"preemptmode={fields['preemptmode']}"]
+            )
+    return {"add": add, "modify": modify}
+
+
+def slurm_nodes_to_resume(sinfo: str, hosts: Iterable[str], reasons: Iterable[str]) -> list[str]:
+    """Nodes of ``hosts`` that are down or drained for one of ``reasons``.
+
+    ``sinfo`` is ``sinfo -h -N -o '%N|%t|%E'`` output.
+    """
+    wanted = set(hosts)
+    reasons = list(reasons)
+    found = []
+    for row in (sinfo or "").splitlines():
+        node, _sep, rest = row.partition("|")
+        state, _sep, reason = rest.partition("|")
+        state = state.strip().rstrip("*~#!%$@^-")
+        if node in wanted and state in ("down", "drain", "drng") and any(reason.startswith(r) for r in reasons):
+            found.append(node)
+    return sorted(set(found))
