@@ -2,7 +2,10 @@
 
 Per host, each recorded on its own: SSH reachable (with a known host key),
 root or passwordless sudo, python3 present, OS supported. A host problem is
-never an exception, it is a row with ``ok=False``.
+never an exception, it is a row with ``ok=False``. The supported releases are
+the collection's table (``plugins/module_utils/platforms.py``), the one the
+roles' preflight asserts; a supported release that CI does not test passes,
+marked "untested".
 
 ``--limit`` here takes a comma- (or colon-) separated list of host and group
 names, plus ``all``; it is not Ansible's full pattern language (no
@@ -28,12 +31,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
+from ansible_collections.deepops.cluster.plugins.module_utils import platforms
+
 from deepops_py.errors import InputError
 
-SUPPORTED_OS = {"debian": ("12", "13"), "ubuntu": ("22.04", "24.04")}
-_OS_NAMES = {"debian": "Debian", "ubuntu": "Ubuntu"}
-# Debian testing has no VERSION_ID until release; its codename says which one it is.
-_DEBIAN_CODENAMES = {"bookworm": "12", "trixie": "13"}
 MIN_PYTHON = (3, 8)  # oldest target Python ansible-core 2.19 supports
 SYSTEM_KNOWN_HOSTS = (Path("/etc/ssh/ssh_known_hosts"), Path("~/.ssh/known_hosts"))
 
@@ -90,6 +91,8 @@ class HostCheck:
     port: int
     checks: dict[str, tuple[bool, str]] = field(default_factory=dict)
     os: str | None = None
+    # Whether CI tests the host's (supported) release; None when unsupported or unknown.
+    os_tested: bool | None = None
     error: str | None = None
 
     @property
@@ -159,19 +162,19 @@ def parse_os_release(text: str) -> dict[str, str]:
     return values
 
 
-def judge_os(os_release: dict[str, str]) -> tuple[bool, str]:
+def os_release_of(os_release: Mapping[str, str]) -> platforms.Release | None:
+    """The supported release /etc/os-release values describe (Debian testing by its codename), or None."""
+    return platforms.find_release(os_release.get("ID"), os_release.get("VERSION_ID"), os_release.get("VERSION_CODENAME"))
+
+
+def judge_os(os_release: Mapping[str, str]) -> tuple[bool, str]:
     """(supported, "Debian 12") from /etc/os-release values."""
+    release = os_release_of(os_release)
+    if release is not None:
+        return True, release.name
     distro = os_release.get("ID", "").lower()
-    version = os_release.get("VERSION_ID", "")
-    if distro == "debian" and not version:
-        version = _DEBIAN_CODENAMES.get(os_release.get("VERSION_CODENAME", ""), "")
-    name = f"{_OS_NAMES.get(distro, os_release.get('NAME') or distro or 'unknown OS')} {version}".strip()
-    supported = version in SUPPORTED_OS.get(distro, ())
-    return supported, name
-
-
-def _supported_text() -> str:
-    return "; ".join(f"{_OS_NAMES[distro]} {', '.join(versions)}" for distro, versions in SUPPORTED_OS.items())
+    names = {known.os_id: known.distribution for known in platforms.RELEASES}
+    return False, f"{names.get(distro, os_release.get('NAME') or distro or 'unknown OS')} {os_release.get('VERSION_ID', '')}".strip()
 
 
 def _first_line(text: str) -> str:
@@ -223,12 +226,14 @@ def _check_os(session: Session, check: HostCheck) -> None:
     if result.rc != 0:
         check.record(CHECK_OS, False, "cannot read /etc/os-release: " + (_first_line(result.stderr) or f"rc={result.rc}"))
         return
-    supported, name = judge_os(parse_os_release(result.stdout))
+    os_release = parse_os_release(result.stdout)
+    supported, name = judge_os(os_release)
     check.os = name
-    if supported:
-        check.record(CHECK_OS, True, name)
-    else:
-        check.record(CHECK_OS, False, f"{name} is not supported (supported: {_supported_text()})")
+    if not supported:
+        check.record(CHECK_OS, False, f"{name} is not supported (supported: {platforms.supported_text()})")
+        return
+    check.os_tested = os_release_of(os_release).tested
+    check.record(CHECK_OS, True, name if check.os_tested else f"{name} (untested)")
 
 
 def check_host(host: HostLike, connect: Connect, timeout: float) -> HostCheck:
@@ -328,11 +333,11 @@ def print_table(results: list[HostCheck], console=None) -> None:
     for column in ("host", "address", "ssh", "root/sudo", "python3", "OS", "result"):
         table.add_column(column)
 
-    def cell(result: HostCheck, name: str, short: Callable[[str], str]) -> str:
+    def cell(result: HostCheck, name: str, short: Callable[[str], str], colour: str = "green") -> str:
         if name not in result.checks:
             return "[dim]-[/dim]"
         ok, detail = result.checks[name]
-        return f"[green]{escape(short(detail))}[/green]" if ok else "[red]FAILED[/red]"
+        return f"[{colour}]{escape(short(detail))}[/{colour}]" if ok else "[red]FAILED[/red]"
 
     for result in results:
         table.add_row(
@@ -341,10 +346,17 @@ def print_table(results: list[HostCheck], console=None) -> None:
             cell(result, CHECK_SSH, lambda detail: "local" if detail == LocalSession.description else "ok"),
             cell(result, CHECK_ROOT, lambda detail: "root" if detail == "root" else "sudo"),
             cell(result, CHECK_PYTHON, lambda detail: detail),
-            cell(result, CHECK_OS, lambda detail: detail),
+            cell(result, CHECK_OS, lambda detail: detail, "yellow" if result.os_tested is False else "green"),
             "[green]ok[/green]" if result.ok else "[red]FAILED[/red]",
         )
     console.print(table)
+    for result in results:
+        if result.os_tested is False:
+            console.print(
+                f"[yellow]{escape(result.host)}[/yellow]: {escape(result.os or '')} is supported but not tested in CI"
+                f" (tested: {escape(platforms.tested_text())})",
+                highlight=False,
+            )
     failed = [result for result in results if not result.ok]
     # the why, one line per host, below the table where long messages stay readable
     for result in failed:

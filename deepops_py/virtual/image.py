@@ -18,12 +18,16 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
+from ansible_collections.deepops.cluster.plugins.module_utils import platforms
+
 from deepops_py.errors import DeepopsError
 from deepops_py.virtual import docker
 
 MIRROR = "http://deb.debian.org/debian"
 SECURITY_MIRROR = "http://deb.debian.org/debian-security"
-SUITES = {"debian12": "bookworm", "debian13": "trixie"}
+# One node image per release CI tests (the collection's OS table), named like
+# debian12 and debootstrapped from Debian's mirror.
+SUITES = {release.slug: release.codename for release in platforms.tested_releases() if release.distribution == "Debian"}
 RECIPE_LABEL = "deepops.recipe"
 IMAGE_LABEL = "deepops.image"  # images are a cache: 'virtual down' keeps them
 

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import paramiko
 import pytest
+from ansible_collections.deepops.cluster.plugins.module_utils import platforms
 from rich.console import Console
 
 from deepops_py import preflight
@@ -147,6 +148,32 @@ def test_debian_testing_without_version_id_is_recognised():
     assert preflight.judge_os(preflight.parse_os_release(TRIXIE_TESTING)) == (True, "Debian 13")
     assert preflight.judge_os(preflight.parse_os_release("ID=debian\nVERSION_ID=11\n")) == (False, "Debian 11")
     assert preflight.judge_os({}) == (False, "unknown OS")
+
+
+def test_os_judgement_is_the_collections_table():
+    for release in platforms.RELEASES:
+        os_release = {"ID": release.os_id, "VERSION_ID": release.version, "VERSION_CODENAME": release.codename}
+        assert preflight.judge_os(os_release) == (True, release.name)
+        assert preflight.os_release_of(os_release) == release
+    assert preflight.judge_os({"ID": "ubuntu", "VERSION_ID": "22.10", "NAME": "Ubuntu"}) == (False, "Ubuntu 22.10")
+
+
+def test_supported_but_untested_release_passes_marked_untested():
+    behaviour = {"deb": HEALTHY, "ubu": {**HEALTHY, "cat /etc/os-release": CommandResult(0, UBUNTU_2404, "")}}
+    (deb, ubu), _ = run(make_cluster(*behaviour), behaviour)
+    assert deb.ok and deb.os_tested is True and deb.checks["os"] == (True, "Debian 12")
+    assert ubu.ok and ubu.os == "Ubuntu 24.04" and ubu.os_tested is False
+    assert ubu.checks["os"] == (True, "Ubuntu 24.04 (untested)")
+    data = preflight.results_as_dict([deb, ubu])
+    assert data["ok"] is True
+    assert data["hosts"][1]["checks"]["os"] == {"ok": True, "detail": "Ubuntu 24.04 (untested)"}
+
+    out = io.StringIO()
+    preflight.print_table([deb, ubu], console=Console(file=out, width=200))
+    text = out.getvalue()
+    assert "ubu: Ubuntu 24.04 is supported but not tested in CI (tested: Debian 12, 13)" in text
+    assert "deb: Debian 12 is supported but not tested" not in text
+    assert "All 2 hosts passed preflight" in text
 
 
 def test_limit_takes_host_and_group_names_only():
