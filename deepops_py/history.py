@@ -1,9 +1,16 @@
-"""Past runs, read back from ``.deepops/runs/<id>/run.json`` (written by ``runner``)."""
+"""Past runs, read back from ``.deepops/runs/<id>/run.json`` (written by ``runner``).
+
+Only the last ``$DEEPOPS_RUNS_KEEP`` runs are kept (default 50, 0 keeps them
+all): when a run starts, ``prune_runs`` removes the oldest finished ones
+beyond that number. A run still running is never removed.
+"""
 
 from __future__ import annotations
 
 import json
 import os
+import secrets
+import shutil
 import socket
 from dataclasses import asdict, dataclass
 from datetime import datetime
@@ -14,6 +21,11 @@ from deepops_py.errors import InputError
 from deepops_py.run_results import RUN_FILE, STATUS_INTERRUPTED, STATUS_RUNNING, RunResult
 
 _MAX_LISTED_IDS = 20
+
+RUNS_KEEP_ENV = "DEEPOPS_RUNS_KEEP"
+DEFAULT_RUNS_KEEP = 50
+# A run directory is renamed to this prefix first, then deleted: readers never see half a run.
+_REMOVING_PREFIX = ".removing-"
 
 
 @dataclass(frozen=True)
@@ -59,13 +71,74 @@ def _effective_status(data: dict) -> str:
     return status
 
 
-def _runs() -> list[dict]:
+def _run_entries() -> list[tuple[Path, dict]]:
+    """(directory, run.json data) of every recorded run, newest first."""
     runs_dir = paths.runs_dir()
     if not runs_dir.is_dir():
         return []
-    runs = [data for run_file in runs_dir.glob(f"*/{RUN_FILE}") if (data := _read(run_file)) is not None]
-    runs.sort(key=lambda data: (str(data.get("start") or ""), str(data["run_id"])), reverse=True)
-    return runs
+    entries = [
+        (run_file.parent, data) for run_file in runs_dir.glob(f"*/{RUN_FILE}") if (data := _read(run_file)) is not None
+    ]
+    entries.sort(key=lambda entry: (str(entry[1].get("start") or ""), str(entry[1]["run_id"])), reverse=True)
+    return entries
+
+
+def _runs() -> list[dict]:
+    return [data for _, data in _run_entries()]
+
+
+def runs_keep(environ: dict[str, str] | None = None) -> int:
+    """How many runs to keep: ``$DEEPOPS_RUNS_KEEP``, default 50; 0 keeps every run."""
+    raw = (os.environ if environ is None else environ).get(RUNS_KEEP_ENV, "").strip()
+    if not raw:
+        return DEFAULT_RUNS_KEEP
+    if not raw.isdigit():
+        raise InputError(
+            f"${RUNS_KEEP_ENV}={raw!r}: expected how many runs to keep, a whole number "
+            f"(default {DEFAULT_RUNS_KEEP}; 0 keeps every run)"
+        )
+    return int(raw)
+
+
+def prune_runs(keep: int | None = None) -> list[str]:
+    """Remove the oldest finished runs beyond the newest ``keep``; return the ids removed, oldest first.
+
+    Runs still running are never removed (they count towards ``keep``);
+    directories that are not runs are left alone. A run that cannot be
+    removed (permissions, another deepops removing it) is skipped: pruning
+    never fails the command that triggered it.
+    """
+    keep = runs_keep() if keep is None else keep
+    if keep <= 0:
+        return []
+    runs_dir = paths.runs_dir()
+    removed = []
+    for run_dir, data in reversed(_run_entries()[keep:]):
+        run_id = str(data["run_id"])
+        if _effective_status(data) == STATUS_RUNNING or run_dir.name != run_id or run_dir.is_symlink():
+            continue
+        doomed = runs_dir / f"{_REMOVING_PREFIX}{run_id}-{secrets.token_hex(2)}"
+        try:
+            run_dir.rename(doomed)
+        except OSError:
+            continue
+        shutil.rmtree(doomed, ignore_errors=True)
+        removed.append(run_id)
+    # leftovers of a removal that was interrupted
+    for leftover in runs_dir.glob(f"{_REMOVING_PREFIX}*"):
+        if leftover.is_dir() and not leftover.is_symlink():
+            shutil.rmtree(leftover, ignore_errors=True)
+    return removed
+
+
+def keep_note(keep: int) -> str:
+    """The line `deepops runs` ends with."""
+    if keep <= 0:
+        return f"Keeping every run (${RUNS_KEEP_ENV}=0)."
+    return (
+        f"Keeping the last {keep} runs (${RUNS_KEEP_ENV}, default {DEFAULT_RUNS_KEEP}); "
+        "older finished runs are removed when a new run starts."
+    )
 
 
 def list_runs() -> list[RunRecord]:
@@ -114,13 +187,16 @@ def _local_time(iso: str) -> str:
         return iso
 
 
-def print_runs(records: list[RunRecord], console=None) -> None:
+def print_runs(records: list[RunRecord], console=None, *, keep: int | None = None) -> None:
+    """The runs as a table, then which runs are kept (``keep``, default ``runs_keep()``)."""
     from rich.console import Console
     from rich.table import Table
 
     console = console or Console()
+    note = keep_note(runs_keep() if keep is None else keep)
     if not records:
         console.print(f"No runs recorded under {paths.runs_dir()} yet.")
+        console.print(note, highlight=False)
         return
     colours = {"ok": "green", "failed": "red", "interrupted": "yellow", "running": "cyan"}
     table = Table()
@@ -135,3 +211,4 @@ def print_runs(records: list[RunRecord], console=None) -> None:
         colour = colours.get(record.result, "white")
         table.add_row(record.id, record.command, _local_time(record.start), duration, f"[{colour}]{record.result}[/{colour}]")
     console.print(table)
+    console.print(note, highlight=False)

@@ -1,10 +1,12 @@
 """``deepops node add``: configure new compute nodes, then update the controller.
 
-The hosts must already be in ``slurm_compute`` in the inventory. The site
-playbook then runs limited to the new hosts, the controller(s) and the
-slurmdbd host(s): the new nodes get the whole stack, the controller renders
-slurm.conf/gres.conf with them and reconfigures; no other host is touched
-(the controller only reads facts of the other compute nodes).
+The hosts must already be in ``slurm_compute`` in the inventory. The entry
+playbook ``add_node.yml`` gets them as ``deepops_new_nodes`` and runs on them,
+the controller(s) and the slurmdbd host(s) only: the new nodes get the whole
+stack, the controller renders slurm.conf/gres.conf with them and
+reconfigures; no other host is touched (the controller only reads facts of
+the other compute nodes). The playbook picks those hosts itself; this module
+checks the names first (exit 2, nothing run) and says where it will run.
 """
 
 from __future__ import annotations
@@ -12,13 +14,14 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from deepops_py import suggest
+from ansible_collections.deepops.cluster.plugins.module_utils import cluster_groups
+from ansible_collections.deepops.cluster.plugins.plugin_utils import suggest
 from deepops_py.errors import InputError, Problem
 from deepops_py.inventory import COMPUTE, CONTROLLER, DBD, Cluster
 
-PLAYBOOK = "site.yml"
-# site.yml starts with an inventory check on localhost; a --limit without it would skip that play.
-IMPLICIT_LOCALHOST = "localhost"
+PLAYBOOK = "add_node.yml"
+# The playbook's variable naming the hosts to add (playbooks/components/add_node_targets.yml).
+NEW_NODES_VAR = "deepops_new_nodes"
 
 
 def check_new_hosts(cluster: Cluster, hosts: tuple[str, ...] | list[str]) -> list[str]:
@@ -46,14 +49,13 @@ def check_new_hosts(cluster: Cluster, hosts: tuple[str, ...] | list[str]) -> lis
 
 
 def target_hosts(cluster: Cluster, hosts: list[str]) -> list[str]:
-    """The hosts the run changes: the new hosts, the controller(s), the slurmdbd host(s), each once."""
-    ordered = [*hosts, *cluster.groups.get(CONTROLLER, []), *cluster.groups.get(DBD, [])]
-    return list(dict.fromkeys(ordered))
+    """The hosts the run changes: the new hosts, the controller(s), the slurmdbd host(s), each once.
 
-
-def limit_for(cluster: Cluster, hosts: list[str]) -> str:
-    """--limit for the site playbook: the target hosts, plus the implicit localhost of its inventory check."""
-    return ",".join([*target_hosts(cluster, hosts), IMPLICIT_LOCALHOST])
+    The same hosts as the playbook's group deepops_add_node_targets, by the
+    same rule (plugins/module_utils/cluster_groups.py).
+    """
+    dbd = cluster_groups.resolved_groups(cluster.groups)[cluster_groups.RESOLVED[DBD]]
+    return list(dict.fromkeys([*hosts, *cluster.groups.get(CONTROLLER, []), *dbd]))
 
 
 def build_request(cluster: Cluster, hosts, *, extra_vars: dict[str, Any] | None = None, forks: int | None = None):
@@ -64,15 +66,14 @@ def build_request(cluster: Cluster, hosts, *, extra_vars: dict[str, Any] | None 
         command="node-add",
         playbook=PLAYBOOK,
         inventory=Path(cluster.inventory),
-        limit=limit_for(cluster, new_hosts),
-        extra_vars=dict(extra_vars or {}),
+        extra_vars={**(extra_vars or {}), NEW_NODES_VAR: new_hosts},
         forks=forks,
         inventory_hosts=tuple(cluster.hosts),
     )
 
 
 def add_nodes(cluster: Cluster, hosts, *, extra_vars=None, forks=None, json_output: bool = False):
-    """Validate the hosts, then run the site playbook for them; returns the RunResult."""
+    """Validate the hosts, then run add_node.yml for them; returns the RunResult."""
     from deepops_py import runner
 
     request = build_request(cluster, hosts, extra_vars=extra_vars, forks=forks)

@@ -40,7 +40,11 @@ def test_node_add_brings_up_a_new_node_and_keeps_jobs_running(cluster):
         result = cluster.deepops("node", "add", NEW, "--json", timeout=3600)
         assert result.rc == 0, result.stdout[-4000:] + result.stderr[-4000:]
         data = result.json()
-        assert data["ok"] and data["request"]["limit"].startswith(f"{NEW},ctl01")
+        assert data["ok"] and data["playbook"].endswith("add_node.yml")
+        # the new node goes in as a variable (recorded by name only), with no --limit
+        assert data["request"]["limit"] is None and "deepops_new_nodes" in data["request"]["extra_vars"]
+        # exactly the new node and the controller (also the slurmdbd host) ran anything
+        assert set(data["hosts"]) == {NEW, "ctl01"}, sorted(data["hosts"])
         assert data["hosts"][NEW]["changed"] > 0
         others = {name: host["changed"] for name, host in data["hosts"].items() if name not in (NEW, "ctl01")}
         assert all(changed == 0 for changed in others.values()), others

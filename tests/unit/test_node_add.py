@@ -1,4 +1,7 @@
-"""deepops node add: host checks, the --limit it computes, and the CLI (runner replaced)."""
+"""deepops node add: host checks, the hosts it targets, the request it makes, and the CLI (runner replaced).
+
+What playbooks/add_node.yml does with the request is run for real in test_cluster_groups.py.
+"""
 
 from __future__ import annotations
 
@@ -63,14 +66,13 @@ def fake(monkeypatch):
     return install
 
 
-def test_limit_is_new_hosts_then_controller_then_dbd(cluster):
+def test_targets_are_new_hosts_then_controller_then_dbd(cluster):
     assert nodes.target_hosts(cluster, ["gpu03"]) == ["gpu03", "ctl01", "db01"]
-    assert nodes.limit_for(cluster, ["gpu03"]) == "gpu03,ctl01,db01,localhost"
 
 
-def test_limit_without_separate_dbd_names_the_controller_once(write_inventory):
+def test_targets_without_separate_dbd_name_the_controller_once(write_inventory):
     cluster = inv.load_cluster(write_inventory())  # slurm_dbd defaults to the controller
-    assert nodes.limit_for(cluster, ["gpu02", "gpu01"]) == "gpu02,gpu01,ctl01,localhost"
+    assert nodes.target_hosts(cluster, ["gpu02", "gpu01"]) == ["gpu02", "gpu01", "ctl01"]
 
 
 def test_hosts_are_deduplicated_in_order(cluster):
@@ -98,10 +100,16 @@ def test_every_bad_host_is_named(cluster):
     assert "Cannot add 2 of the hosts" in text and "nope" in text and "ctl01" in text
 
 
-def test_request_runs_the_site_playbook_with_the_limit(cluster):
-    request = nodes.build_request(cluster, ["gpu03"], extra_vars={"a": 1}, forks=5)
-    assert (request.command, request.playbook, request.limit, request.forks) == ("node-add", "site.yml", "gpu03,ctl01,db01,localhost", 5)
-    assert request.extra_vars == {"a": 1} and not request.check
+def test_request_runs_add_node_with_the_new_hosts_and_no_limit(cluster):
+    request = nodes.build_request(cluster, ["gpu03", "gpu02", "gpu03"], extra_vars={"a": 1}, forks=5)
+    assert (request.command, request.playbook, request.limit, request.forks) == ("node-add", "add_node.yml", None, 5)
+    assert request.extra_vars == {"a": 1, "deepops_new_nodes": ["gpu03", "gpu02"]} and not request.check
+    assert request.playbook_path().is_file()
+
+
+def test_the_new_hosts_cannot_be_overridden_with_extra_vars(cluster):
+    request = nodes.build_request(cluster, ["gpu03"], extra_vars={"deepops_new_nodes": ["gpu01", "gpu02"]})
+    assert request.extra_vars["deepops_new_nodes"] == ["gpu03"]
 
 
 def test_cli_adds_a_node(write_inventory, fake):
@@ -109,7 +117,10 @@ def test_cli_adds_a_node(write_inventory, fake):
     result = CliRunner().invoke(main, ["node", "add", "gpu03", "-i", str(write_inventory(INVENTORY)), "--json", "-f", "3"])
     assert result.exit_code == 0, result.output
     assert json.loads(result.stdout)["hosts"]["gpu03"]["changed"] == 12
-    assert runs.requests[0].limit == "gpu03,ctl01,db01,localhost" and runs.requests[0].forks == 3
+    request = runs.requests[0]
+    assert (request.playbook, request.limit, request.forks) == ("add_node.yml", None, 3)
+    assert request.extra_vars["deepops_new_nodes"] == ["gpu03"]
+    assert "running on: gpu03, ctl01, db01" in result.stderr
 
 
 def test_cli_failed_run_exits_1(write_inventory, fake):

@@ -13,9 +13,13 @@ import yaml
 REPO = Path(__file__).resolve().parents[2]
 PLAYBOOKS = REPO / "playbooks"
 VALIDATION = "validate_inventory.yml"
-# Entry points are the top-level playbooks; playbooks/components/ holds the
-# plays they import.
+# Groups that default to others, resolved once (imported right after VALIDATION).
+GROUPS = "groups.yml"
+BOILERPLATE = (VALIDATION, GROUPS)
+# Entry points are the top-level playbooks (less the boilerplate every one of
+# them imports first); playbooks/components/ holds the plays they import.
 ENTRY_PLAYBOOKS = sorted(path.name for path in PLAYBOOKS.glob("*.yml"))
+LIFECYCLE_PLAYBOOKS = [name for name in ENTRY_PLAYBOOKS if name not in BOILERPLATE]
 IMPORT_KEYS = ("ansible.builtin.import_playbook", "import_playbook")
 
 TINY_INVENTORY = """\
@@ -39,7 +43,8 @@ def _import_target(item: dict) -> str | None:
 
 
 def test_site_is_an_entry_playbook():
-    assert "site.yml" in ENTRY_PLAYBOOKS and VALIDATION in ENTRY_PLAYBOOKS
+    assert {"site.yml", "add_node.yml", "validate.yml"} <= set(LIFECYCLE_PLAYBOOKS)
+    assert VALIDATION in ENTRY_PLAYBOOKS and GROUPS in ENTRY_PLAYBOOKS
 
 
 @pytest.mark.parametrize("name", ENTRY_PLAYBOOKS)
@@ -53,17 +58,27 @@ def test_entry_playbook_holds_only_plays_and_imports(name):
             assert set(item) <= {"name", "when", "tags", "vars", *IMPORT_KEYS}, f"{name}: logic around an import: {item}"
 
 
-@pytest.mark.parametrize("name", [name for name in ENTRY_PLAYBOOKS if name != VALIDATION])
-def test_entry_playbook_validates_the_inventory_first(name):
-    first = _load(name)[0]
+@pytest.mark.parametrize("name", LIFECYCLE_PLAYBOOKS)
+def test_entry_playbook_validates_the_inventory_first_then_resolves_the_groups(name):
+    first, second = _load(name)[:2]
     assert _import_target(first) == VALIDATION, f"{name}: the first item must import {VALIDATION}"
+    assert _import_target(second) == GROUPS, f"{name}: the second item must import {GROUPS}"
+
+
+def test_groups_play_always_runs_and_changes_nothing():
+    (play,) = _load(GROUPS)
+    assert play["gather_facts"] is False and "always" in play["tags"]
+    # localhost first; with a --limit that leaves it out, the first host of the limit
+    assert play["hosts"] == "localhost:all"
+    for task in play["tasks"]:
+        assert "ansible.builtin.add_host" in task and task["changed_when"] is False and task["run_once"] is True
 
 
 def test_validation_play_runs_first_and_always():
     (play,) = _load(VALIDATION)
     assert play["hosts"] == "localhost" and play["gather_facts"] is False
     assert "always" in play["tags"]
-    assert [next(iter(k for k in task if k != "name")) for task in play["tasks"]] == ["deepops_inventory_check"]
+    assert [next(iter(k for k in task if k != "name")) for task in play["tasks"]] == ["deepops.cluster.inventory_check"]
 
 
 @pytest.mark.parametrize("name", ENTRY_PLAYBOOKS)
@@ -74,13 +89,14 @@ def test_imports_resolve(name):
             assert (PLAYBOOKS / target).is_file(), f"{name}: imports missing {target}"
 
 
-def test_site_syntax_check(tmp_path):
+@pytest.mark.parametrize("name", LIFECYCLE_PLAYBOOKS)
+def test_syntax_check(tmp_path, name):
     inventory = tmp_path / "inventory.yml"
     inventory.write_text(TINY_INVENTORY)
     env = {**os.environ, "ANSIBLE_CONFIG": str(REPO / "ansible.cfg")}
     result = subprocess.run(
         [str(Path(sys.executable).parent / "ansible-playbook"), "--syntax-check", "-i", str(inventory),
-         str(PLAYBOOKS / "site.yml")],
+         str(PLAYBOOKS / name)],
         cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300,
     )
     assert result.returncode == 0, result.stdout + result.stderr

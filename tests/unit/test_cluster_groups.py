@@ -1,0 +1,220 @@
+"""Groups that default to others (plugins/module_utils/cluster_groups.py, playbooks/groups.yml)
+and the hosts each entry playbook's plays run on, add_node.yml's narrowing included.
+
+The playbook tests run a stand-in of an entry playbook for real on localhost
+(every host has connection local): groups.yml and add_node's target check
+exactly as shipped, and in place of each component play a play with the
+same ``hosts:`` and ``vars:`` whose only task records where it ran (with
+set_stats, read back from the run's stats). So they exercise the real host
+expressions, but install nothing.
+"""
+
+from __future__ import annotations
+
+import shutil
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from ansible_collections.deepops.cluster.plugins.module_utils import cluster_groups
+from deepops_py import inventory as inv
+from deepops_py import nodes, runner
+from deepops_py.progress import SilentProgress
+
+REPO = Path(__file__).resolve().parents[2]
+PLAYBOOKS = REPO / "playbooks"
+IMPORT_KEY = "ansible.builtin.import_playbook"
+# Imported as they are: they only check input and build in-memory groups on localhost.
+AS_SHIPPED = ("groups.yml", "components/add_node_targets.yml")
+# The inventory check reads the shipped role specs; test_playbooks.py covers it.
+LEFT_OUT = ("validate_inventory.yml",)
+
+DBD_PLAY = "Slurm | Accounting database"
+CONTROLLER_PLAY = "Slurm | Controller"
+COMPUTE_PLAY = "Slurm | Compute nodes"
+MONITORING_PLAY = "Monitoring | Prometheus, Alertmanager and Grafana"
+
+TWO_CONTROLLERS = {
+    "slurm_controller": ["ctl01", "ctl02"],
+    "slurm_compute": ["gpu01", "gpu02", "gpu03"],
+    "slurm_login": ["login01"],
+}
+
+
+# --------------------------------------------------------------------------
+# the rule
+
+
+def test_dbd_and_monitoring_default_to_the_first_controller_only():
+    assert cluster_groups.resolved_groups(TWO_CONTROLLERS) == {
+        "deepops_slurm_dbd": ["ctl01"],
+        "deepops_monitoring": ["ctl01"],
+    }
+
+
+def test_groups_given_in_the_inventory_are_kept():
+    groups = {**TWO_CONTROLLERS, "slurm_dbd": ["db01", "db02"], "monitoring": ["mon01"]}
+    assert cluster_groups.resolved_groups(groups) == {
+        "deepops_slurm_dbd": ["db01", "db02"],
+        "deepops_monitoring": ["mon01"],
+    }
+
+
+def test_empty_groups_default_and_nothing_else_changes():
+    groups = {**TWO_CONTROLLERS, "slurm_dbd": [], "gpu_h100": ["gpu01"]}
+    filled = cluster_groups.with_defaults(groups)
+    assert filled["slurm_dbd"] == ["ctl01"] and filled["monitoring"] == ["ctl01"]
+    assert {name: filled[name] for name in groups if name != "slurm_dbd"} == {
+        name: hosts for name, hosts in groups.items() if name != "slurm_dbd"
+    }
+    assert "slurm_login" in filled and filled["slurm_login"] == ["login01"]  # login defaults to nothing
+    assert cluster_groups.with_defaults({"slurm_compute": ["gpu01"]})["slurm_dbd"] == []  # no controller: nothing
+
+
+def test_the_filter_applies_the_same_rule():
+    from ansible_collections.deepops.cluster.plugins.filter.cluster_groups import FilterModule
+
+    resolved = FilterModule().filters()["resolved_groups"]
+    assert resolved(TWO_CONTROLLERS) == cluster_groups.resolved_groups(TWO_CONTROLLERS)
+
+
+# --------------------------------------------------------------------------
+# the plays, run for real on localhost
+
+
+def _inventory(groups: dict[str, list[str]]) -> str:
+    data = {
+        "all": {
+            "vars": {"ansible_connection": "local", "ansible_python_interpreter": sys.executable},
+            "children": {name: {"hosts": {host: None for host in hosts}} for name, hosts in groups.items()},
+        }
+    }
+    return yaml.safe_dump(data, sort_keys=False)
+
+
+def _stand_in(entry: str) -> tuple[list[dict], list[str]]:
+    """The entry playbook with each component play replaced by one that records where it ran."""
+    plays, names = [], []
+    for item in yaml.safe_load((PLAYBOOKS / entry).read_text()):
+        target = item.get(IMPORT_KEY)
+        assert target is not None, f"{entry}: {item.get('name')!r} is not an import"
+        if target in LEFT_OUT:
+            continue
+        if target in AS_SHIPPED:
+            plays.append({"name": item["name"], IMPORT_KEY: str(PLAYBOOKS / target)})
+            continue
+        for play in yaml.safe_load((PLAYBOOKS / target).read_text()):
+            index = len(names)
+            names.append(play["name"])
+            plays.append({
+                "name": play["name"],
+                "hosts": play["hosts"],
+                "gather_facts": False,
+                "vars": {**play.get("vars", {}), **item.get("vars", {})},
+                "tasks": [{
+                    "name": "Record where this play runs",
+                    "ansible.builtin.set_stats": {"data": {f"ran_{index}": ["{{ inventory_hostname }}"]}},
+                }],
+            })
+    return plays, names
+
+
+@pytest.fixture
+def run_entry(tmp_path, monkeypatch):
+    if shutil.which("ansible-playbook", path=str(Path(sys.executable).parent)) is None:
+        pytest.skip("ansible-playbook is not installed in this environment")
+    monkeypatch.setenv("DEEPOPS_STATE_DIR", str(tmp_path / "state"))
+
+    def run(entry: str, groups: dict[str, list[str]], limit: str | None = None, **extra_vars):
+        """Run the stand-in; return ({play name: hosts it ran on}, the run's result)."""
+        plays, names = _stand_in(entry)
+        playbook = tmp_path / f"stand-in-{len(list(tmp_path.glob('stand-in-*')))}-{entry}"
+        playbook.write_text(yaml.safe_dump(plays, sort_keys=False))
+        inventory = tmp_path / "inventory.yml"
+        inventory.write_text(_inventory(groups))
+        request = runner.RunRequest(
+            command="test", playbook=str(playbook), inventory=inventory, limit=limit, extra_vars=extra_vars,
+            content_dir=REPO,
+        )
+        result = runner.run_playbook(request, progress=SilentProgress())
+        # sorted: a task's results arrive in the order the hosts finish
+        ran = {name: sorted((result.data or {}).get(f"ran_{index}", [])) for index, name in enumerate(names)}
+        return ran, result
+
+    return run
+
+
+def test_site_with_two_controllers_and_no_dbd_group_puts_slurmdbd_on_the_first_only(run_entry):
+    ran, result = run_entry("site.yml", TWO_CONTROLLERS)
+    assert result.ok, result.error or result.hosts
+    assert ran[DBD_PLAY] == ["ctl01"]  # slurmdbd and MariaDB: never on the backup controller
+    assert ran[MONITORING_PLAY] == ["ctl01"]
+    assert ran[CONTROLLER_PLAY] == ["ctl01", "ctl02"]
+    assert ran[COMPUTE_PLAY] == ["gpu01", "gpu02", "gpu03"]
+    assert ran["Slurm | Login nodes"] == ["login01"]
+    assert result.hosts["localhost"].changed == 0  # in-memory groups only
+
+
+def test_site_with_dbd_and_monitoring_groups_uses_them(run_entry):
+    ran, result = run_entry("site.yml", {**TWO_CONTROLLERS, "slurm_dbd": ["db01"], "monitoring": ["mon01"]})
+    assert result.ok, result.error or result.hosts
+    assert ran[DBD_PLAY] == ["db01"]
+    assert ran[MONITORING_PLAY] == ["mon01"]
+    assert "db01" in ran["Slurm | MUNGE authentication"] and "mon01" not in ran["Slurm | MUNGE authentication"]
+
+
+def test_groups_play_runs_under_a_limit_without_localhost(run_entry):
+    """deepops deploy --limit ctl01,gpu01 still gets complete groups, built from the whole inventory."""
+    ran, result = run_entry("site.yml", {**TWO_CONTROLLERS, "slurm_dbd": ["db01"]}, limit="ctl01,gpu01")
+    assert result.ok, result.error or result.hosts
+    assert ran[DBD_PLAY] == [] and ran[MONITORING_PLAY] == ["ctl01"] and ran[COMPUTE_PLAY] == ["gpu01"]
+    assert set(result.hosts) == {"ctl01", "gpu01"}
+
+
+def test_add_node_runs_on_the_new_node_the_controllers_and_the_dbd_host_only(run_entry, write_inventory, test_specs):
+    groups = {**TWO_CONTROLLERS, "slurm_dbd": ["db01"], "monitoring": ["mon01"]}
+    ran, result = run_entry("add_node.yml", groups, deepops_new_nodes=["gpu03"])
+    assert result.ok, result.error or result.hosts
+    assert set(result.hosts) == {"localhost", "gpu03", "ctl01", "ctl02", "db01"}  # no other host ran anything
+    assert ran["Common | Prepare every cluster node"] == ["ctl01", "ctl02", "db01", "gpu03"]
+    for name, hosts in ran.items():
+        if name.startswith("NVIDIA"):
+            assert hosts == ["gpu03"], name
+    assert ran[COMPUTE_PLAY] == ["gpu03"]
+    assert ran[CONTROLLER_PLAY] == ["ctl01", "ctl02"]
+    assert ran[DBD_PLAY] == ["db01"]
+    assert ran["Slurm | Login nodes"] == []
+    assert ran["Slurm | Wait until every compute node is up"] == ["ctl01"]
+    assert ran[MONITORING_PLAY] == []  # mon01 is not a target, as with the --limit of earlier versions
+    # deepops shows the same hosts before it runs
+    path = write_inventory(_inventory(groups))
+    cluster = inv.load_cluster(path)
+    assert set(nodes.target_hosts(cluster, ["gpu03"])) == set(result.hosts) - {"localhost"}
+
+
+def test_add_node_takes_comma_separated_names(run_entry):
+    ran, result = run_entry("add_node.yml", TWO_CONTROLLERS, deepops_new_nodes="gpu02, gpu03")
+    assert result.ok, result.error or result.hosts
+    assert ran[COMPUTE_PLAY] == ["gpu02", "gpu03"]
+    assert ran[DBD_PLAY] == ["ctl01"]
+    assert set(result.hosts) == {"localhost", "gpu02", "gpu03", "ctl01", "ctl02"}
+
+
+@pytest.mark.parametrize(
+    "new_nodes, words",
+    [
+        (None, ["Set deepops_new_nodes", "found nothing"]),
+        (["login01"], ["Not in slurm_compute: login01", "Add the new nodes to slurm_compute"]),
+        (["gpu03", "gpu09"], ["Not in the inventory: gpu09"]),
+    ],
+)
+def test_add_node_refuses_hosts_that_are_not_compute_nodes_before_touching_any(run_entry, new_nodes, words):
+    extra = {} if new_nodes is None else {"deepops_new_nodes": new_nodes}
+    ran, result = run_entry("add_node.yml", TWO_CONTROLLERS, **extra)
+    assert not result.ok
+    assert set(result.hosts) == {"localhost"} and result.failed_hosts == ["localhost"]
+    for word in words:
+        assert word in (result.hosts["localhost"].message or ""), result.hosts["localhost"].message
+    assert all(hosts == [] for hosts in ran.values()), ran
