@@ -13,6 +13,7 @@ import sys
 from pathlib import Path
 
 import click
+from ansible_collections.deepops.cluster.plugins.module_utils import platforms
 
 from deepops_py import __version__
 from deepops_py.errors import DeepopsError, InputError
@@ -288,16 +289,49 @@ def plan(inventory, limit, tags, skip_tags, extra_vars, forks, as_json) -> None:
     )
 
 
-# names as in deepops_py.reports.SKIPPABLE_CHECKS (not imported here: keep --help fast)
-_VALIDATE_CHECKS = ("hostname", "gpus", "sacct", "preemption")
+def _validation_checks():
+    """The collection's one list of validation checks (plugins/module_utils/validation.py).
+
+    That module imports the standard library only, so reading it here keeps
+    ``deepops --help`` fast; Ansible itself is not imported.
+    """
+    from ansible_collections.deepops.cluster.plugins.module_utils import validation
+
+    return validation
 
 
-@main.command(context_settings=CONTEXT_SETTINGS)
+def _validate_help() -> str:
+    import textwrap
+
+    checks = _validation_checks().CHECKS
+    width = max(len(check.name) for check in checks) + 2
+    rows = [
+        textwrap.fill(check.description, width=94, initial_indent=f"  {check.name:<{width}}",
+                      subsequent_indent=" " * (width + 2))
+        for check in checks
+    ]
+    return (
+        "Check that the deployed Slurm cluster works (playbooks/validate.yml, the validate role).\n\n"
+        "From the controller, with short test jobs it cancels afterwards:\n\n"
+        "\b\n" + "\n".join(rows) + "\n\n"
+        "Each result is pass, fail or not applicable (with the reason, e.g. a node without GPUs). "
+        "Prints a table (or --json); --junit FILE writes JUnit XML too (not applicable: <skipped>). "
+        "Settings: the validate role's argument specs, roles/validate/meta/argument_specs.yml.\n\n"
+        "Exit codes: 0 no check failed, 1 a check or the run failed, 2 invalid input.\n\n"
+        "\b\n"
+        "Examples:\n"
+        "  deepops validate\n"
+        "  deepops validate --skip preemption --junit validate.xml\n"
+        "  deepops validate -e validate_preemption_bound=120 --json\n"
+    )
+
+
+@main.command(context_settings=CONTEXT_SETTINGS, help=_validate_help())
 @inventory_option
 @click.option(
     "--skip",
     multiple=True,
-    type=click.Choice(_VALIDATE_CHECKS),
+    type=click.Choice(_validation_checks().SKIPPABLE_CHECKS),
     help="Leave out this check; repeatable. The nodes check always runs.",
 )
 @extra_vars_option
@@ -311,27 +345,7 @@ _VALIDATE_CHECKS = ("hostname", "gpus", "sacct", "preemption")
 @json_option
 @handle_errors
 def validate(inventory, skip, extra_vars, junit_file, as_json) -> None:
-    """Check that the deployed Slurm cluster works (playbooks/validate.yml).
-
-    From the controller, with short test jobs it cancels afterwards:
-
-    \b
-      nodes       every compute node is in Slurm, idle or mixed, GRES = its GPUs
-      hostname    srun -N<all computes> reaches every compute node
-      gpus        on each node, srun --gpus=<n> sees exactly n CUDA_VISIBLE_DEVICES
-      sacct       a GPU job shows in sacct, COMPLETED, with its gres/gpu TRES
-      preemption  a high-QOS job on GPUs full of low-QOS jobs starts within
-                  validate_preemption_bound seconds (default 60); the low job is requeued
-
-    Prints a table (or --json); --junit FILE writes JUnit XML too.
-    Exit codes: 0 every check passed, 1 a check or the run failed, 2 invalid input.
-
-    \b
-    Examples:
-      deepops validate
-      deepops validate --skip preemption --junit validate.xml
-      deepops validate -e validate_preemption_bound=120 --json
-    """
+    """Check that the deployed Slurm cluster works (help: _validate_help, built from the check list)."""
     from deepops_py import inventory as inv
     from deepops_py import reports, runner, validate as validation
 
@@ -380,8 +394,8 @@ def node_add(hosts, inventory, extra_vars, forks, as_json) -> None:
     """Configure new compute nodes, then update and reconfigure the controller.
 
     Add each HOST to slurm_compute in the inventory first. Runs
-    playbooks/site.yml limited to the new hosts, the controller(s) and the
-    slurmdbd host: the new nodes come up idle with their GPUs as GRES, the
+    playbooks/add_node.yml on the new hosts, the controller(s) and the
+    slurmdbd host only: the new nodes come up idle with their GPUs as GRES, the
     controller learns them without restarting running jobs, and no other host
     is touched. Exits 2 (touching nothing) if a HOST is not in slurm_compute,
     1 if the run failed.
@@ -409,6 +423,10 @@ def node_add(hosts, inventory, extra_vars, forks, as_json) -> None:
 @handle_errors
 def runs(ctx, as_json) -> None:
     """List past runs (id, command, start, duration, result).
+
+    The last 50 runs are kept under .deepops/runs/; set $DEEPOPS_RUNS_KEEP to
+    keep another number (0 keeps every run). When a run starts, the oldest
+    finished runs beyond that are removed; a running one never is.
 
     \b
     Examples:
@@ -466,7 +484,9 @@ def virtual() -> None:
     help="Simulated GPUs of the next compute node, cycling through the list. "
     "Default: h100:8 then a100:4. Models: see 'deepops virtual status --models'.",
 )
-@click.option("--image", type=click.Choice(["debian12", "debian13"]), default="debian12", show_default=True)
+@click.option(
+    "--image", type=click.Choice([release.slug for release in platforms.tested_releases()]), default="debian12", show_default=True
+)
 @json_option
 @handle_errors
 def virtual_up(compute, gpus, image, as_json) -> None:

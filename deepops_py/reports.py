@@ -1,57 +1,95 @@
 """Validation reports: the check results of a run as a table, JSON and JUnit XML.
 
 Pure data and rendering; no Ansible or ansible-runner import. The checks come
-from what the validation playbook recorded with ``set_stats`` (the run's
-``data``, one ``validate_<check>`` list per check), never from its output.
+from what the validate role recorded with ``set_stats`` (the run's ``data``,
+one ``validate_<check>`` list per check), never from its output. The list of
+checks is the collection's (``plugins/module_utils/validation.py``), the same
+one the role runs. A result is pass, fail or not_applicable; only fail fails.
 """
 
 from __future__ import annotations
 
 import xml.etree.ElementTree as ET
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from typing import Any
 
+from ansible_collections.deepops.cluster.plugins.module_utils import validation
 from deepops_py.run_results import RunResult
 
 # Check names, in report order. "nodes" always runs; the rest can be skipped.
-CHECKS = ("nodes", "hostname", "gpus", "sacct", "preemption")
-SKIPPABLE_CHECKS = CHECKS[1:]
-# set_stats key of each check's results; "error" holds a step that could not run at all.
-DATA_PREFIX = "validate_"
-_EXTRA_KEYS = ("error",)
+CHECKS = validation.CHECK_NAMES
+SKIPPABLE_CHECKS = validation.SKIPPABLE_CHECKS
+PASS, FAIL, NOT_APPLICABLE = validation.PASS, validation.FAIL, validation.NOT_APPLICABLE
+# set_stats key of each check's results; validate_error holds a step that could not run at all.
+DATA_PREFIX = validation.DATA_PREFIX
+_EXTRA_KEYS = (validation.ERROR_KEY[len(DATA_PREFIX):],)
 JUNIT_SUITE = "deepops-validate"
+
+
+def _status(data: dict[str, Any]) -> str:
+    """A recorded entry's status; entries without one (runs from before not_applicable) have only ``passed``."""
+    status = data.get("status")
+    if isinstance(status, str) and status.strip().lower() in validation.STATUSES:
+        return status.strip().lower()
+    if status is not None:
+        return ""  # present but unknown: malformed
+    passed = data.get("passed")
+    if isinstance(passed, str):  # a templated boolean can arrive as text
+        passed = passed.strip().lower() in ("true", "yes", "1")
+    return PASS if passed is True else FAIL
 
 
 @dataclass(frozen=True)
 class CheckResult:
-    """One check on one node (or on the cluster, for cluster-wide checks)."""
+    """One check on one node (or on the cluster, for cluster-wide checks): pass, fail or not_applicable."""
 
     check: str
     node: str
-    passed: bool
+    status: str
     detail: str = ""
     seconds: float = 0.0
 
+    @property
+    def passed(self) -> bool:
+        return self.status == PASS
+
+    @property
+    def failed(self) -> bool:
+        return self.status not in (PASS, NOT_APPLICABLE)
+
+    @property
+    def not_applicable(self) -> bool:
+        return self.status == NOT_APPLICABLE
+
     def as_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        """JSON form: ``passed`` is kept beside ``status`` for readers of older output."""
+        return {
+            "check": self.check,
+            "node": self.node,
+            "status": self.status,
+            "passed": self.passed,
+            "detail": self.detail,
+            "seconds": self.seconds,
+        }
 
     @classmethod
     def from_data(cls, data: Any, check: str) -> CheckResult:
         """From one recorded entry; anything malformed becomes a failed check that says so."""
         if not isinstance(data, dict):
-            return cls(check=check, node="", passed=False, detail=f"malformed result recorded by the playbook: {data!r}")
+            return cls(check=check, node="", status=FAIL, detail=f"malformed result recorded by the playbook: {data!r}")
         try:
             seconds = float(data.get("seconds") or 0.0)
         except (TypeError, ValueError):
             seconds = 0.0
-        passed = data.get("passed")
-        if isinstance(passed, str):  # a templated boolean can arrive as text
-            passed = passed.strip().lower() in ("true", "yes", "1")
+        detail = " ".join(str(data.get("detail") or "").split())
+        status = _status(data)
+        if not status:
+            status, detail = FAIL, f"malformed status {data.get('status')!r} recorded by the playbook: {detail}"
         return cls(
             check=str(data.get("check") or check),
             node=str(data.get("node") or ""),
-            passed=passed is True,
-            detail=" ".join(str(data.get("detail") or "").split()),
+            status=status,
+            detail=detail,
             seconds=round(seconds, 2),
         )
 
@@ -68,7 +106,11 @@ class ValidationReport:
 
     @property
     def failed(self) -> list[CheckResult]:
-        return [check for check in self.checks if not check.passed]
+        return [check for check in self.checks if check.failed]
+
+    @property
+    def not_applicable(self) -> list[CheckResult]:
+        return [check for check in self.checks if check.not_applicable]
 
     @property
     def ok(self) -> bool:
@@ -81,8 +123,9 @@ class ValidationReport:
     def summary(self) -> dict[str, Any]:
         return {
             "checks": len(self.checks),
-            "passed": len(self.checks) - len(self.failed),
+            "passed": sum(1 for check in self.checks if check.passed),
             "failed": len(self.failed),
+            "not_applicable": len(self.not_applicable),
             "skipped": list(self.skipped),
             "ok": self.ok,
         }
@@ -131,9 +174,9 @@ def report_from_run(result: RunResult, skipped: tuple[str, ...] = ()) -> Validat
         if result.error:
             reasons.append(result.error)
         detail = "; ".join(reasons) or f"the validation run ended {result.status}"
-        report.checks.append(CheckResult("playbook", "", False, " ".join(detail.split())[:2000]))
+        report.checks.append(CheckResult("playbook", "", FAIL, " ".join(detail.split())[:2000]))
     elif not report.checks:
-        report.checks.append(CheckResult("playbook", "", False, "the validation playbook recorded no check results"))
+        report.checks.append(CheckResult("playbook", "", FAIL, "the validation playbook recorded no check results"))
     return report
 
 
@@ -142,7 +185,7 @@ def report_from_run(result: RunResult, skipped: tuple[str, ...] = ()) -> Validat
 
 
 def to_junit(report: ValidationReport) -> str:
-    """One testsuite, one testcase per check result, a <failure> for each failed one."""
+    """One testsuite, one testcase per check result, a <failure> for each failed one, <skipped> for not applicable."""
     suite = ET.Element(
         "testsuite",
         {
@@ -150,7 +193,7 @@ def to_junit(report: ValidationReport) -> str:
             "tests": str(len(report.checks)),
             "failures": str(len(report.failed)),
             "errors": "0",
-            "skipped": "0",
+            "skipped": str(len(report.not_applicable)),
             "time": f"{report.seconds:.2f}",
         },
     )
@@ -170,6 +213,8 @@ def to_junit(report: ValidationReport) -> str:
         if check.passed:
             if check.detail:
                 ET.SubElement(case, "system-out").text = check.detail
+        elif check.not_applicable:
+            ET.SubElement(case, "skipped", {"message": check.detail or "not applicable"})
         else:
             failure = ET.SubElement(case, "failure", {"message": check.detail or "failed", "type": "CheckFailed"})
             failure.text = check.detail
@@ -180,7 +225,7 @@ def to_junit(report: ValidationReport) -> str:
 
 
 def print_table(report: ValidationReport, console=None) -> None:
-    """check | node | result | detail | seconds, then one summary line."""
+    """check | node | result (pass, n/a, FAIL) | detail | seconds, then one summary line."""
     from rich.console import Console
     from rich.markup import escape
     from rich.table import Table
@@ -192,20 +237,25 @@ def print_table(report: ValidationReport, console=None) -> None:
     table.add_column("result", no_wrap=True)
     table.add_column("detail", overflow="fold")
     table.add_column("seconds", justify="right")
+    results = {PASS: "[green]pass[/green]", NOT_APPLICABLE: "[yellow]n/a[/yellow]"}
     for check in report.checks:
         table.add_row(
             escape(check.check),
             escape(check.node or "-"),
-            "[green]pass[/green]" if check.passed else "[red]FAIL[/red]",
+            results.get(check.status, "[red]FAIL[/red]"),
             escape(check.detail),
             f"{check.seconds:.1f}",
         )
     console.print(table)
     summary = report.summary()
     skipped = f", skipped: {', '.join(report.skipped)}" if report.skipped else ""
-    outcome = "[green]all checks passed[/green]" if report.ok else f"[red]{summary['failed']} failed[/red]"
+    not_applicable = f"{summary['not_applicable']} not applicable, " if summary["not_applicable"] else ""
+    if not report.ok:
+        outcome = f"[red]{summary['failed']} failed[/red]"
+    else:
+        outcome = "[green]none failed[/green]" if not_applicable else "[green]all checks passed[/green]"
     console.print(
-        f"{summary['passed']}/{summary['checks']} passed, {outcome}{escape(skipped)}. "
+        f"{summary['passed']}/{summary['checks']} passed, {not_applicable}{outcome}{escape(skipped)}. "
         f"Run {escape(report.run_id)}, artifacts: {escape(report.artifacts)}",
         highlight=False,
         soft_wrap=True,  # keep the path on one line so it can be copied

@@ -1,8 +1,9 @@
-"""``deepops validate``: run playbooks/validate.yml on the controller and build the report.
+"""``deepops validate``: run playbooks/validate.yml (the validate role, on the controller) and build the report.
 
-The playbook submits short test jobs and records each check's result with
+The role submits short test jobs and records each check's results with
 ``set_stats``; the report is built from the run's stats data (``RunResult.data``),
-never from Ansible's output.
+never from Ansible's output. The checks, and which of them ``--skip`` may
+leave out, are the collection's one list (``plugins/module_utils/validation.py``).
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ PLAYBOOK = "validate.yml"
 
 
 def build_request(cluster: Cluster, *, skip: tuple[str, ...] = (), extra_vars: dict[str, Any] | None = None, forks: int | None = None):
-    """The run request: the whole cluster, the skipped checks as ``validate_skip``."""
+    """The run request: the whole cluster, the skipped checks as ``validate_skip`` (the role's argument)."""
     from deepops_py import runner
 
     unknown = sorted(set(skip) - set(reports.SKIPPABLE_CHECKS))

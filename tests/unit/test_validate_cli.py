@@ -12,6 +12,8 @@ from deepops_py import runner
 from deepops_py.cli import main
 from deepops_py.run_results import RunResult
 
+from ansible_collections.deepops.cluster.plugins.module_utils.validation import SKIPPABLE_CHECKS
+
 pytestmark = pytest.mark.usefixtures("test_specs")
 
 PASSING = {
@@ -69,6 +71,29 @@ def test_failed_check_exits_1_and_junit_is_written(write_inventory, fake, tmp_pa
     assert suite.get("failures") == "1" and suite.get("tests") == "3"
 
 
+def test_not_applicable_checks_exit_0_and_show_in_json_and_junit(write_inventory, fake, tmp_path):
+    data = {**PASSING, "validate_gpus": [
+        {"check": "gpus", "node": "gpu01", "status": "not_applicable", "passed": False, "detail": "no GPUs in Slurm's GRES ((null))"},
+    ]}
+    fake(data)
+    junit = tmp_path / "validate.xml"
+    result = invoke("validate", "-i", str(write_inventory()), "--json", "--junit", str(junit))
+    assert result.exit_code == 0, result.output
+    out = json.loads(result.stdout)
+    assert out["ok"] and out["summary"]["not_applicable"] == 1 and out["summary"]["failed"] == 0
+    assert [c["status"] for c in out["checks"]] == ["pass", "not_applicable", "pass"]
+    suite = ET.parse(junit).getroot().find("testsuite")
+    assert (suite.get("failures"), suite.get("skipped")) == ("0", "1")
+    assert suite.find("testcase/skipped").get("message") == "no GPUs in Slurm's GRES ((null))"
+
+
+def test_not_applicable_shows_in_the_table(write_inventory, fake):
+    fake({**PASSING, "validate_sacct": [{"check": "sacct", "node": "", "status": "not_applicable", "detail": "no compute node has GPUs"}]})
+    result = invoke("validate", "-i", str(write_inventory()))
+    assert result.exit_code == 0, result.output
+    assert "n/a" in result.stdout and "no compute node has GPUs" in result.stdout and "FAIL" not in result.stdout
+
+
 def test_failed_run_exits_1_even_with_passing_checks(write_inventory, fake):
     fake(PASSING, status="failed")
     result = invoke("validate", "-i", str(write_inventory()), "--json")
@@ -87,7 +112,7 @@ def test_skip_is_passed_as_validate_skip(write_inventory, fake):
 @pytest.mark.parametrize(
     "args, words",
     [
-        (["--skip", "nodes"], ["--skip", "nodes"]),
+        (["--skip", "nodes"], ["--skip", "nodes", *SKIPPABLE_CHECKS]),
         (["--skip", "bogus"], ["bogus"]),
         (["-e", "not a var"], ["not a var"]),
         (["--junit", "/nonexistent-dir/x.xml"], ["does not exist"]),

@@ -1,9 +1,11 @@
-"""The validation plays (components/validate_slurm.yml) for real, against stand-in Slurm commands on localhost (no cluster, no Docker).
+"""playbooks/validate.yml (the validate role) for real, against stand-in Slurm commands on localhost (no cluster, no Docker).
 
 The stand-ins (sinfo, srun, sbatch, squeue, sacct, scontrol, sacctmgr, scancel,
 nvidia-smi) print what a healthy, or a broken, cluster prints; the test runs
-the playbook through deepops' runner and checks the results it recorded with
-set_stats, so the playbook's parsing and verdicts are exercised end to end.
+the entry playbook through deepops' runner and checks the results the role
+recorded with set_stats, so the role's commands, the filters' parsing and
+verdicts, and the cleanup are exercised end to end. The parsers and verdicts
+themselves are tested case by case in test_validate_checks.py.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ H100_XML = REPO / "deepops_py" / "virtual" / "fixtures" / "h100-sxm5-80gb-x8-dri
 
 HEALTHY = {
     "sinfo": "gpu01 idle gpu:h100:8(S:0-1)\ngpu02 mixed gpu:h100:8\ngpu01 idle gpu:h100:8(S:0-1)\n",
+    "sinfo_error": "",
     "cvd": "0,1,2,3,4,5,6,7",
     "sacct": "COMPLETED|billing=1,cpu=1,gres/gpu:h100=8,gres/gpu=8,mem=1G,node=1",
     "high_state": "RUNNING",
@@ -32,7 +35,10 @@ HEALTHY = {
 }
 
 STUBS = {
-    "sinfo": 'cat "$DEEPOPS_FAKE/sinfo"',
+    "sinfo": textwrap.dedent("""\
+        if [ -s "$DEEPOPS_FAKE/sinfo_error" ]; then cat "$DEEPOPS_FAKE/sinfo_error" >&2; exit 1; fi
+        cat "$DEEPOPS_FAKE/sinfo"
+        """),
     "srun": textwrap.dedent("""\
         nodes=""
         for arg in "$@"; do case "$arg" in --nodelist=*) nodes=${arg#--nodelist=} ;; esac; done
@@ -60,8 +66,9 @@ STUBS = {
         """),
     "sacctmgr": "printf 'high|00:00:00|low\\nnormal|00:00:00|\\nlow|00:00:00|\\n'",
     "scancel": 'echo "$*" >> "$DEEPOPS_FAKE/scancel"',
-    "nvidia-smi": f'case "$*" in *-x*) cat {H100_XML} ;; *) exit 1 ;; esac',
 }
+# in a directory of its own: a node "without GPUs" runs its modules with that directory off PATH
+NVIDIA_SMI = f'case "$*" in *-x*) cat {H100_XML} ;; *) exit 1 ;; esac'
 
 INVENTORY = """\
 all:
@@ -75,8 +82,8 @@ all:
         ctl01:
     slurm_compute:
       hosts:
-        gpu01:
-        gpu02:
+        gpu01: {gpu01}
+        gpu02: {gpu02}
 """
 
 
@@ -84,29 +91,30 @@ all:
 def fake_cluster(tmp_path, monkeypatch):
     if shutil.which("ansible-playbook", path=str(Path(sys.executable).parent)) is None:
         pytest.skip("ansible-playbook is not installed in this environment")
-    bin_dir, fake = tmp_path / "bin", tmp_path / "fake"
-    bin_dir.mkdir()
-    fake.mkdir()
-    for name, body in STUBS.items():
-        path = bin_dir / name
+    bin_dir, gpu_bin, fake = tmp_path / "bin", tmp_path / "gpu-bin", tmp_path / "fake"
+    for path in (bin_dir, gpu_bin, fake):
+        path.mkdir()
+    for path, body in [*((bin_dir / name, body) for name, body in STUBS.items()), (gpu_bin / "nvidia-smi", NVIDIA_SMI)]:
         path.write_text("#!/bin/bash\n" + body)
         path.chmod(0o755)
+    no_gpus_python = tmp_path / "python-without-nvidia-smi"
+    no_gpus_python.write_text(f'#!/bin/bash\nexport PATH="${{PATH//{gpu_bin}:/}}"\nexec {sys.executable} "$@"\n')
+    no_gpus_python.chmod(0o755)
     inventory = tmp_path / "inventory.yml"
-    inventory.write_text(INVENTORY.format(python=sys.executable))
-    # the component alone: the entry playbook's inventory check (covered elsewhere) would read the real role specs
-    playbook = tmp_path / "validate.yml"
-    playbook.write_text(
-        "- name: Checks\n"
-        f"  ansible.builtin.import_playbook: {REPO / 'playbooks' / 'components' / 'validate_slurm.yml'}\n"
-    )
+    playbook = REPO / "playbooks" / "validate.yml"  # the real entry playbook: inventory check, GPU facts, the role
     monkeypatch.setenv("DEEPOPS_STATE_DIR", str(tmp_path / "state"))
-    # the runner passes DEEPOPS_* through, and PATH after the venv's bin/: the stand-ins come first after it
+    # the runner passes DEEPOPS_* through, and PATH: the stand-ins come first
     monkeypatch.setenv("DEEPOPS_FAKE", str(fake))
-    monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
+    monkeypatch.setenv("PATH", f"{gpu_bin}{os.pathsep}{bin_dir}{os.pathsep}{os.environ['PATH']}")
 
-    def run(scenario=None, **extra_vars):
+    def run(scenario=None, no_gpus=(), unreachable=(), **extra_vars):
         for key, value in {**HEALTHY, **(scenario or {})}.items():
             (fake / key).write_text(value)
+        hosts = {node: "" for node in ("gpu01", "gpu02")}
+        hosts.update({node: f"{{ansible_python_interpreter: {no_gpus_python}}}" for node in no_gpus})
+        # nothing listens on port 1: ssh is refused at once
+        hosts.update({node: "{ansible_connection: ssh, ansible_host: 127.0.0.1, ansible_port: 1}" for node in unreachable})
+        inventory.write_text(INVENTORY.format(python=sys.executable, **hosts))
         request = runner.RunRequest(
             command="validate", playbook=str(playbook), inventory=inventory,
             extra_vars={"validate_skip": [], "validate_job_timeout": 5, "validate_sacct_wait": 2, **extra_vars},
@@ -126,6 +134,8 @@ def test_healthy_cluster_passes_every_check(fake_cluster):
         ("nodes", "gpu01"), ("nodes", "gpu02"), ("hostname", "gpu01,gpu02"), ("gpus", "gpu01"), ("gpus", "gpu02"),
         ("sacct", "gpu01"), ("preemption", "gpu01"),
     ])
+    assert {check.status for check in report.checks} == {"pass"}
+    assert [check.check for check in report.checks] == ["nodes", "nodes", "hostname", "gpus", "gpus", "sacct", "preemption"]
     assert "CUDA_VISIBLE_DEVICES=0,1,2,3,4,5,6,7" in checks["gpus", "gpu01"].detail
     assert "requeued (Restarts=1" in checks["preemption", "gpu01"].detail
     assert "--name=deepops-validate" in scancel.read_text()  # cleanup ran
@@ -139,21 +149,22 @@ def test_broken_cluster_fails_the_right_checks(fake_cluster):
         "restarts": "0",
     })
     assert not report.ok
+    assert {check.status for check in report.checks} == {"fail"}
     assert "nvidia-smi on the node reports 8" in checks["nodes", "gpu01"].detail
-    assert not checks["nodes", "gpu02"].passed and "down*" in checks["nodes", "gpu02"].detail
-    assert not checks["hostname", "gpu01,gpu02"].passed and "not usable: gpu02" in checks["hostname", "gpu01,gpu02"].detail
-    assert not checks["gpus", "gpu01"].passed and "3 devices, expected 4" in checks["gpus", "gpu01"].detail
-    assert not checks["gpus", "gpu02"].passed
-    assert not checks["sacct", "gpu01"].passed and "gres/gpu=4" in checks["sacct", "gpu01"].detail
-    assert not checks["preemption", "gpu01"].passed and "NOT requeued" in checks["preemption", "gpu01"].detail
-    assert scancel.exists()
+    assert "down*" in checks["nodes", "gpu02"].detail
+    assert "not usable: gpu02" in checks["hostname", "gpu01,gpu02"].detail
+    assert "3 devices, expected 4" in checks["gpus", "gpu01"].detail
+    assert "not usable" in checks["gpus", "gpu02"].detail
+    assert "gres/gpu=4" in checks["sacct", "gpu01"].detail
+    assert "NOT requeued" in checks["preemption", "gpu01"].detail
+    assert "--name=deepops-validate" in scancel.read_text()
 
 
 def test_preemption_bound_of_zero_fails_and_exempt_time_extends_the_bound(fake_cluster):
     _, checks, _ = fake_cluster({"high_state": "PENDING"}, validate_preemption_bound=0)
     assert ("preemption", "gpu01") in checks, list(checks.values())
     check = checks["preemption", "gpu01"]
-    assert not check.passed and "still PENDING" in check.detail and "bound 0 s" in check.detail
+    assert check.status == "fail" and "still PENDING" in check.detail and "bound 0 s" in check.detail
     _, checks, _ = fake_cluster({"exempt": "00:00:01"}, validate_preemption_bound=2)
     assert checks["preemption", "gpu01"].passed and "bound 3 s" in checks["preemption", "gpu01"].detail
 
@@ -161,6 +172,42 @@ def test_preemption_bound_of_zero_fails_and_exempt_time_extends_the_bound(fake_c
 def test_skipped_checks_record_nothing(fake_cluster):
     report, checks, _ = fake_cluster(validate_skip=["hostname", "gpus", "sacct", "preemption"])
     assert report.ok and {check for check, _ in checks} == {"nodes"}
+
+
+def test_a_node_without_gpus_is_not_applicable_for_the_gpus_check(fake_cluster):
+    report, checks, _ = fake_cluster({"sinfo": "gpu01 idle gpu:h100:8\ngpu02 idle (null)\n"}, no_gpus=("gpu02",))
+    assert report.ok, [c for c in report.checks if not c.passed]
+    assert checks["nodes", "gpu02"].status == "pass" and "0 GPUs on the node" in checks["nodes", "gpu02"].detail
+    assert checks["gpus", "gpu02"].status == "not_applicable" and "no GPUs" in checks["gpus", "gpu02"].detail
+    assert checks["gpus", "gpu01"].status == "pass"
+    assert report.summary()["not_applicable"] == 1 and report.summary()["failed"] == 0
+
+
+def test_a_cluster_without_gpus_passes_with_the_gpu_checks_not_applicable(fake_cluster):
+    report, checks, _ = fake_cluster({"sinfo": "gpu01 idle (null)\ngpu02 idle (null)\n"}, no_gpus=("gpu01", "gpu02"))
+    assert report.ok, [c for c in report.checks if not c.passed]
+    statuses = {key: check.status for key, check in checks.items()}
+    assert statuses == {
+        ("nodes", "gpu01"): "pass", ("nodes", "gpu02"): "pass", ("hostname", "gpu01,gpu02"): "pass",
+        ("gpus", "gpu01"): "not_applicable", ("gpus", "gpu02"): "not_applicable",
+        ("sacct", ""): "not_applicable", ("preemption", ""): "not_applicable",
+    }
+
+
+def test_an_unreachable_node_fails_the_nodes_check_and_the_run_and_the_others_are_checked(fake_cluster):
+    report, checks, _ = fake_cluster(unreachable=("gpu02",))
+    assert not report.ok
+    assert checks["nodes", "gpu02"].status == "fail" and "no GPU facts from the node" in checks["nodes", "gpu02"].detail
+    assert checks["nodes", "gpu01"].status == "pass" and checks["gpus", "gpu01"].status == "pass"
+    assert checks["playbook", ""].status == "fail" and "gpu02 unreachable" in checks["playbook", ""].detail
+
+
+def test_a_step_that_cannot_run_is_recorded_and_the_jobs_are_still_cancelled(fake_cluster):
+    report, checks, scancel = fake_cluster({"sinfo_error": "slurm_load_node: Unable to contact slurm controller (connect failure)"})
+    assert not report.ok
+    error = checks["validate", "ctl01"]
+    assert error.status == "fail" and "sinfo" in error.detail and "Unable to contact slurm controller" in error.detail
+    assert "--name=deepops-validate" in scancel.read_text()
 
 
 def test_entry_playbook_passes_the_syntax_check(tmp_path):
