@@ -1,10 +1,17 @@
 """Molecule scenarios: each role converges, is idempotent and verifies in a
 systemd container built from the virtual cluster's node image.
 
-The scenarios start two at a time, as soon as this module begins, and each
-test waits for its own: they spend most of their time in dpkg and docker
-exec rather than on the CPU, so two of them share CI's 2 cores well (the two
-NVIDIA scenarios: 7 minutes side by side, 9.5 one after the other).
+A scenario with a vars/releases.yml (molecule/nvidia) runs once per Debian
+release in it, the release in DEEPOPS_<SCENARIO>_RELEASE; the others run
+once. Each run is named `<scenario>` or `<scenario>-<release>` (the test's id and its log,
+.deepops/integration/molecule/<name>.log) and keeps molecule's state in its
+own directory beside the log, so two releases of one scenario never share it
+(molecule's default is one directory per scenario name).
+
+The runs start two at a time, as soon as this module begins, and each test
+waits for its own: they spend most of their time in dpkg and docker exec
+rather than on the CPU, so two of them share CI's 2 cores well (the NVIDIA
+scenario's two releases: 7 minutes side by side, 9.5 one after the other).
 """
 
 from __future__ import annotations
@@ -17,16 +24,33 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
+import yaml
 
 REPO = Path(__file__).resolve().parents[2]
-SCENARIOS = sorted(path.parent.name for path in (REPO / "molecule").glob("*/molecule.yml"))
 AT_ONCE = 2
 TIMEOUT_S = 1800
 LOG_DIR = REPO / ".deepops" / "integration" / "molecule"
 
 
+def _runs() -> dict[str, tuple[str, dict[str, str]]]:
+    """Every run by name: its scenario and the environment that selects its release."""
+    runs = {}
+    for path in sorted((REPO / "molecule").glob("*/molecule.yml")):
+        scenario = path.parent.name
+        releases = path.parent / "vars" / "releases.yml"
+        if not releases.exists():
+            runs[scenario] = (scenario, {})
+            continue
+        for release in yaml.safe_load(releases.read_text()):
+            runs[f"{scenario}-{release}"] = (scenario, {f"DEEPOPS_{scenario.upper()}_RELEASE": release})
+    return runs
+
+
+RUNS = _runs()
+
+
 class ScenarioRuns:
-    """`molecule test` for every scenario, AT_ONCE at a time, each logged to a file."""
+    """`molecule test` for every run, AT_ONCE at a time, each logged to a file."""
 
     def __init__(self, names: list[str]):
         LOG_DIR.mkdir(parents=True, exist_ok=True)
@@ -38,10 +62,16 @@ class ScenarioRuns:
         return LOG_DIR / f"{name}.log"
 
     def _run(self, name: str) -> int:
-        env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}
+        scenario, release_env = RUNS[name]
+        env = {
+            **os.environ,
+            **release_env,
+            "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}",
+            "MOLECULE_EPHEMERAL_DIRECTORY": str(LOG_DIR / f"{name}.state"),
+        }
         with self.log(name).open("w") as log:
             process = subprocess.Popen(
-                [str(Path(sys.executable).parent / "molecule"), "test", "-s", name],
+                [str(Path(sys.executable).parent / "molecule"), "test", "-s", scenario],
                 cwd=REPO, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
             )
             self._processes[name] = process
@@ -61,7 +91,7 @@ class ScenarioRuns:
 
 
 @pytest.fixture(scope="module")
-def scenario_runs():
+def scenario_runs(request):
     from deepops_py.virtual import image
 
     if subprocess.run(["docker", "info"], capture_output=True).returncode != 0:
@@ -69,14 +99,19 @@ def scenario_runs():
     # Built before any scenario starts: two scenarios must not build one image at once.
     for release in ("debian12", "debian13"):
         image.ensure_node_image(image.NodeImage(release))
-    runs = ScenarioRuns(SCENARIOS)
+    # Only the runs whose tests were selected (pytest -k nvidia), in RUNS's order.
+    selected = {item.callspec.params["run"] for item in request.session.items
+                if item.module is request.module and hasattr(item, "callspec")}
+    runs = ScenarioRuns([name for name in RUNS if name in selected])
     yield runs
     runs.stop()
 
 
-@pytest.mark.parametrize("scenario", SCENARIOS)
-def test_molecule_scenario(scenario_runs, scenario):
-    returncode = scenario_runs.futures[scenario].result()
-    output = scenario_runs.log(scenario).read_text(errors="replace")
+@pytest.mark.parametrize("run", list(RUNS))
+def test_molecule_scenario(scenario_runs, run):
+    returncode = scenario_runs.futures[run].result()
+    output = scenario_runs.log(run).read_text(errors="replace")
     sys.stderr.write(output[-3000:])
-    assert returncode == 0, f"molecule test -s {scenario} failed (whole log: {scenario_runs.log(scenario)})\n" + output[-12000:]
+    scenario, release_env = RUNS[run]
+    command = " ".join([*(f"{key}={value}" for key, value in release_env.items()), "molecule test -s", scenario])
+    assert returncode == 0, f"{command} failed (whole log: {scenario_runs.log(run)})\n" + output[-12000:]

@@ -4,9 +4,14 @@ from __future__ import annotations
 
 import json
 
-from nvidia_nodes import DISTRO_PACKAGES, RUNNER, branch, is_repo, selection
+from nvidia_nodes import DISTRO_PACKAGES, RELEASE, RUNNER, branch, is_repo, selection
 
 testinfra_hosts = RUNNER.get_hosts("all")
+
+
+def test_node_runs_the_release_under_test(host):
+    # The release's expectations (vars/releases.yml) are checked against that release.
+    assert f'VERSION_ID="{RELEASE.removeprefix("debian")}"' in host.file("/etc/os-release").content_string
 
 
 def test_driver_branch_is_pinned(host):

@@ -9,7 +9,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from nvidia_nodes import INVENTORY, PROJECT, REPO_DRIVER, REPO_HOSTS, name, selection, version
+from nvidia_nodes import INVENTORY, PROJECT, RELEASE, REPO_DRIVER, REPO_HOSTS, name, selection, version
 
 testinfra_hosts = REPO_HOSTS
 
@@ -19,7 +19,7 @@ def test_moved_to_the_new_branch_and_open_modules(host):
     assert host.package("nvidia-open-kernel-dkms").is_installed
     assert not host.package("nvidia-kernel-dkms").is_installed
     assert not host.package("cuda-drivers-570").is_installed
-    source = host.file("/etc/apt/sources.list.d/cuda-debian{}-x86_64.list".format(name(host)[-2:])).content_string
+    source = host.file(f"/etc/apt/sources.list.d/cuda-{RELEASE}-x86_64.list").content_string
     assert source.strip() == "deb [signed-by=/usr/share/keyrings/cuda-archive-keyring.gpg] http://127.0.0.1:8089/ /"
 
 

@@ -1,1 +1,0 @@
-../../nvidia-debian12/tests/nvidia_nodes.py

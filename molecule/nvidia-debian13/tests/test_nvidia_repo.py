@@ -1,1 +1,0 @@
-../../nvidia-debian12/tests/test_nvidia_repo.py
