@@ -294,8 +294,13 @@ def ssh_server(keys):
             except (paramiko.SSHException, EOFError, OSError):
                 transport.close()  # the client hung up (refused our host key): expected in some tests
 
-    threading.Thread(target=serve, daemon=True).start()
+    server = threading.Thread(target=serve, daemon=True)
+    server.start()
     yield listener.getsockname()[1]
+    # shutdown() wakes the thread blocked in accept(); close() alone would not, and once the
+    # descriptor number is reused by a later test's socket that thread would accept its connections.
+    listener.shutdown(socket.SHUT_RDWR)
+    server.join(10)
     listener.close()
     for transport in transports:
         transport.close()
