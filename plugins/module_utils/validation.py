@@ -202,24 +202,24 @@ def parse_sinfo_nodes(stdout: Any) -> dict[str, dict[str, Any]]:
     return nodes
 
 
-def parse_key_values(stdout: Any) -> dict[str, str]:
-    """``key=value`` lines (what the role's scripts print) -> dict; the value may contain ``=``."""
+def _split_lines(stdout: Any, separator: str) -> dict[str, str]:
+    """``key<separator>value`` lines -> dict, split at the first separator; other lines are left out."""
     values: dict[str, str] = {}
     for line in _text(stdout).splitlines():
-        key, sep, value = line.partition("=")
+        key, sep, value = line.partition(separator)
         if sep and key.strip():
             values[key.strip()] = value.strip()
     return values
 
 
+def parse_key_values(stdout: Any) -> dict[str, str]:
+    """``key=value`` lines (what the role's scripts print) -> dict; the value may contain ``=``."""
+    return _split_lines(stdout, "=")
+
+
 def parse_scontrol_config(stdout: Any) -> dict[str, str]:
     """``scontrol show config``: ``PreemptType             = preempt/qos`` lines -> dict."""
-    config: dict[str, str] = {}
-    for line in _text(stdout).splitlines():
-        key, sep, value = line.partition(" = ")
-        if sep and key.strip():
-            config[key.strip()] = value.strip()
-    return config
+    return _split_lines(stdout, " = ")
 
 
 def parse_job_fields(text: Any) -> dict[str, str]:
