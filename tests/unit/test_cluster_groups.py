@@ -124,7 +124,7 @@ def _stand_in(entry: str) -> tuple[list[dict], list[str]]:
 @pytest.fixture
 def run_entry(tmp_path, monkeypatch):
     if shutil.which("ansible-playbook", path=str(Path(sys.executable).parent)) is None:
-        pytest.skip("ansible-playbook is not installed in this environment")
+        pytest.fail("ansible-playbook is not installed beside this Python: ansible-core, a dependency of deepops, is missing")
     monkeypatch.setenv("DEEPOPS_STATE_DIR", str(tmp_path / "state"))
 
     def run(entry: str, groups: dict[str, list[str]], limit: str | None = None, **extra_vars):
