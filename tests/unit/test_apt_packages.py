@@ -4,6 +4,10 @@ its own copy of the dpkg query, the install and the check-mode report."""
 
 from __future__ import annotations
 
+import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -43,3 +47,24 @@ def test_role_inputs_and_allow_duplicates():
     assert options["apt_packages_names"]["type"] == "list" and options["apt_packages_names"]["elements"] == "str"
     tasks = (role / "tasks" / "main.yml").read_text()
     assert "check_mode: false" in tasks and "apt_packages_pending" in tasks
+
+
+def test_nothing_missing_skips_the_apt_module(tmp_path):
+    """A package set that is already installed costs one dpkg query and no apt
+    call: apt's module would only confirm it, at about a second per call."""
+    playbook = tmp_path / "play.yml"
+    playbook.write_text(
+        "- hosts: localhost\n  connection: local\n  gather_facts: false\n  tasks:\n"
+        "    - ansible.builtin.import_role: {name: apt_packages}\n"
+        "      vars: {apt_packages_names: [dpkg], apt_packages_label: installed}\n"
+    )
+    env = {**os.environ, "ANSIBLE_CONFIG": str(REPO / "ansible.cfg"), "ANSIBLE_STDOUT_CALLBACK": "ansible.builtin.json"}
+    proc = subprocess.run(
+        [str(Path(sys.executable).parent / "ansible-playbook"), "-i", "localhost,", str(playbook),
+         "-e", f"ansible_python_interpreter={sys.executable}"],
+        env=env, capture_output=True, text=True, timeout=300,
+    )
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    results = {task["task"]["name"].split(" : ")[-1]: task["hosts"]["localhost"] for task in json.loads(proc.stdout)["plays"][0]["tasks"]}
+    assert results["Apt packages | Install (installed)"].get("skipped") is True
+    assert not any(result.get("changed") for result in results.values())
