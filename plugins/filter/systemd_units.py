@@ -1,0 +1,53 @@
+"""Jinja filter over the state of the loaded systemd services, read once per
+host at the start of a deploy (playbooks/components/common.yml registers
+``deepops_systemd_units`` from ``systemctl show --property=... '*.service'``).
+
+- ``deepops_systemd_units | default({}) | deepops.cluster.unit_running_enabled('slurmd')``
+  -> true when the unit was enabled and running then, so an "enabled,
+  started" task has nothing to do and can skip its module call (about a
+  second a host on a small machine). Without the read (a role run on its own,
+  ``{}``) it is false and the task runs as before.
+
+Handlers restart what a run changes (with a daemon reload where a unit file
+changed), so a state read at the start of the run stays right for this use.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from ansible.errors import AnsibleFilterError
+
+# What the read in playbooks/components/common.yml must ask systemctl for.
+PROPERTIES = ("Id", "ActiveState", "SubState", "UnitFileState")
+
+
+def parse_systemctl_show(text: str) -> dict[str, dict[str, str]]:
+    """`systemctl show --property=Id,...` output (blank-line separated blocks) by unit Id."""
+    units: dict[str, dict[str, str]] = {}
+    for block in text.split("\n\n"):
+        properties = dict(line.split("=", 1) for line in block.splitlines() if "=" in line)
+        if properties.get("Id"):
+            units[properties["Id"]] = properties
+    return units
+
+
+def unit_running_enabled(registered: Any, unit: Any) -> bool:
+    if not isinstance(registered, Mapping):
+        raise AnsibleFilterError("unit_running_enabled expects the registered result of systemctl show")
+    if not isinstance(unit, str) or not unit:
+        raise AnsibleFilterError(f"unit_running_enabled expects a unit name, got {unit!r}")
+    stdout = registered.get("stdout")
+    if registered.get("rc", 0) != 0 or not isinstance(stdout, str):
+        return False
+    name = unit if "." in unit else f"{unit}.service"
+    state = parse_systemctl_show(stdout).get(name, {})
+    return (state.get("ActiveState"), state.get("SubState"), state.get("UnitFileState")) == ("active", "running", "enabled")
+
+
+class FilterModule:
+    """deepops systemd unit filter."""
+
+    def filters(self) -> dict[str, Any]:
+        return {"unit_running_enabled": unit_running_enabled}

@@ -1,0 +1,68 @@
+"""deepops.cluster.unit_running_enabled: the skip of "enabled, started" tasks
+reads the registered `systemctl show` and errs towards running the task."""
+
+from __future__ import annotations
+
+import pytest
+from ansible.errors import AnsibleFilterError
+from ansible_collections.deepops.cluster.plugins.filter.systemd_units import unit_running_enabled
+
+
+def shown(**units: tuple[str, str, str]) -> dict:
+    """A registered result of systemctl show for units given as (active, sub, unit file state)."""
+    blocks = [
+        f"Id={name}\nActiveState={active}\nSubState={sub}\nUnitFileState={file_state}"
+        for name, (active, sub, file_state) in units.items()
+    ]
+    return {"rc": 0, "stdout": "\n\n".join(blocks)}
+
+
+RUNNING = ("active", "running", "enabled")
+
+
+@pytest.mark.parametrize("unit", ["slurmd", "slurmd.service"])
+def test_enabled_and_running_unit_needs_nothing(unit):
+    assert unit_running_enabled(shown(**{"munge.service": RUNNING, "slurmd.service": RUNNING}), unit) is True
+
+
+@pytest.mark.parametrize(
+    "state",
+    [
+        ("inactive", "dead", "enabled"),
+        ("failed", "failed", "enabled"),
+        ("active", "exited", "enabled"),
+        ("activating", "start", "enabled"),
+        ("active", "running", "disabled"),
+        ("active", "running", "static"),
+        ("active", "running", "masked"),
+    ],
+)
+def test_any_other_state_runs_the_task(state):
+    assert unit_running_enabled(shown(**{"slurmd.service": state}), "slurmd") is False
+
+
+def test_unknown_unit_failed_read_or_no_read_runs_the_task():
+    assert unit_running_enabled(shown(**{"munge.service": RUNNING}), "slurmd") is False
+    assert unit_running_enabled({**shown(**{"slurmd.service": RUNNING}), "rc": 1}, "slurmd") is False
+    assert unit_running_enabled({}, "slurmd") is False
+    assert unit_running_enabled({"skipped": True}, "slurmd") is False
+
+
+@pytest.mark.parametrize(("registered", "unit"), [("nope", "slurmd"), ({}, ""), ({}, None)])
+def test_bad_input_is_a_filter_error(registered, unit):
+    with pytest.raises(AnsibleFilterError):
+        unit_running_enabled(registered, unit)
+
+
+def test_the_deploy_reads_what_the_filter_parses():
+    """One argv item with every property (a bare comma list in a YAML flow
+    sequence would split it into several arguments)."""
+    from pathlib import Path
+
+    import yaml
+    from ansible_collections.deepops.cluster.plugins.filter.systemd_units import PROPERTIES
+
+    play = yaml.safe_load((Path(__file__).resolve().parents[2] / "playbooks/components/common.yml").read_text())[0]
+    [read] = [task for task in play["pre_tasks"] if task.get("register") == "deepops_systemd_units"]
+    assert read["ansible.builtin.command"]["argv"] == ["systemctl", "show", "--property=" + ",".join(PROPERTIES), "*.service"]
+    assert read["tags"] == ["always"] and read["check_mode"] is False
