@@ -34,7 +34,7 @@ from jinja2.defaults import (
 
 MODULE = "deepops.cluster.managed_files"
 TASK_KEYS = ("files", "owner", "group", "mode", "dir_mode")
-ENTRY_KEYS = ("path", "state", "content", "template", "src", "validate", "owner", "group", "mode")
+ENTRY_KEYS = ("path", "state", "content", "template", "template_vars", "src", "validate", "owner", "group", "mode")
 STATES = ("file", "directory", "absent")
 SOURCES = ("content", "template", "src")
 # ansible.builtin.template's defaults (plugins/action/template.py in ansible-core 2.19).
@@ -160,6 +160,12 @@ def _check_entry(index: int, entry: Any, seen: set[str], problems: list[str]) ->
                 problems.append(f"{where}{key} must be {what}, got {type(value).__name__}")
             else:
                 checked[key] = value
+        template_vars = entry.get("template_vars")
+        if template_vars is not None:
+            if not isinstance(template_vars, dict) or "template" not in given:
+                problems.append(f"{where}template_vars must be a mapping beside a template, got {type(template_vars).__name__}")
+            else:
+                checked["template_vars"] = template_vars
         validate = entry.get("validate")
         if validate is not None:
             if not isinstance(validate, str) or "%s" not in validate:
@@ -167,7 +173,7 @@ def _check_entry(index: int, entry: Any, seen: set[str], problems: list[str]) ->
             else:
                 checked["validate"] = validate
     else:
-        extra = [key for key in (*SOURCES, "validate") if entry.get(key) is not None]
+        extra = [key for key in (*SOURCES, "template_vars", "validate") if entry.get(key) is not None]
         if state == "absent":
             extra += [key for key in ("owner", "group", "mode") if entry.get(key) is not None]
         if extra:
@@ -224,7 +230,7 @@ class ActionModule(ActionBase):
         """Fill in a template's or src file's content; a problem names the entry's path."""
         try:
             if "template" in entry:
-                entry["content"] = self._render(entry["template"], entry["path"], task_vars)
+                entry["content"] = self._render(entry["template"], entry["path"], {**task_vars, **entry.pop("template_vars", {})})
             elif "src" in entry:
                 entry["content"] = self._read(entry["src"])
         except AnsibleFileNotFound as error:

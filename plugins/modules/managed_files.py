@@ -73,6 +73,13 @@ options:
             variables, C(trim_blocks=true) and the other M(ansible.builtin.template)
             defaults.
         type: str
+      template_vars:
+        description:
+          - Variables for this entry's O(files[].template) only, over the task's, as
+            the C(template_vars) of the P(ansible.builtin.template#lookup) lookup. One
+            template can so be rendered for several paths, each with its own values.
+          - Used on the controller; never sent to the host.
+        type: dict
       src:
         description:
           - A file found like M(ansible.builtin.copy) finds its C(src) (a role's C(files/)
@@ -224,6 +231,7 @@ ENTRY_OPTIONS = {
     "state": {"type": "str", "choices": ["file", "directory", "absent"], "default": "file"},
     "content": {"type": "str"},
     "template": {"type": "str"},
+    "template_vars": {"type": "dict"},
     "src": {"type": "str"},
     "validate": {"type": "str"},
     "owner": {"type": "str"},

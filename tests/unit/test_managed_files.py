@@ -357,6 +357,8 @@ def _problems(args: dict) -> list[str]:
     ({"path": "/x", "content": {"a": 1}}, "/x: content must be text, got dict"),
     ({"path": "/x", "content": "x", "mode": "rw"}, "/x: mode 'rw' is neither an octal mode"),
     ({"path": "/x", "content": "x", "mode": True}, '/x: mode must be a string such as "0644", got bool'),
+    ({"path": "/x", "content": "x", "template_vars": {"a": 1}}, "/x: template_vars must be a mapping beside a template"),
+    ({"path": "/x", "template": "x.j2", "template_vars": ["a"]}, "/x: template_vars must be a mapping beside a template, got list"),
 ])
 def test_an_entry_problem_names_the_path(entry: dict, problem: str) -> None:
     (found,) = _problems({"files": [entry]})
@@ -399,3 +401,16 @@ def test_the_module_logs_paths_on_the_host_but_never_contents(monkeypatch: pytes
     with patch_module_args({"files": files, "_ansible_check_mode": True}):
         module.ManagedFilesModule(argument_spec=module.ARGUMENT_SPEC, supports_check_mode=True)
     assert logged == ["Invoked with files: directory /etc/x, file /etc/x/db.conf"]
+
+
+def test_template_vars_give_one_template_different_values_per_path(project: Project) -> None:
+    """One template for several paths (Prometheus' file_sd files), each entry with its own values."""
+    root = project.root
+    files = [{"path": f"{{{{ demo_root }}}}/{name}.conf", "template": "main.conf.j2", "template_vars": {"demo_name": name}}
+             for name in ("first", "second")]
+    play = project.run([managed_files_task(files)])
+    assert play.process.returncode == 0, play.result()
+    assert (root / "first.conf").read_text().startswith("# first on port 6817\n")
+    assert (root / "second.conf").read_text().startswith("# second on port 6817\n")
+    sent = play.result()["invocation"]["module_args"]["files"]
+    assert [sorted(entry) for entry in sent] == [["content", "path", "state", "template"]] * 2  # used on the controller only
