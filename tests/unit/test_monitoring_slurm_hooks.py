@@ -50,18 +50,19 @@ def test_dcgm_exporter_installs_its_scripts_where_slurm_looks():
 def test_slurm_creates_the_directories_on_compute_nodes():
     tasks = _yaml("slurm/tasks/compute.yml")
     configure = next(task for task in tasks if task.get("name") == "Slurm | Configure slurmd")
-    created = [task for task in configure["block"] if task.get("name") == "Slurm | Create the prolog and epilog drop-in directories"]
-    assert created, "compute.yml does not create the drop-in directories"
-    task = created[0]
-    assert task["ansible.builtin.file"]["state"] == "directory"
-    assert task["loop"] == ["{{ _slurm_prolog_dir }}", "{{ _slurm_epilog_dir }}"]
-
-    # An empty glob fails the prolog and drains the node (Slurm 22.05): a no-op keeps it matching.
-    noop = [task for task in configure["block"] if task.get("name") == "Slurm | Keep a no-op script in the drop-in directories"]
-    assert noop and noop[0]["loop"] == task["loop"]
-    copy = noop[0]["ansible.builtin.copy"]
-    assert copy["mode"] == "0755" and copy["content"].startswith("#!/bin/sh\n") and "exit 0" in copy["content"]
-    assert configure["block"].index(noop[0]) > configure["block"].index(task)
+    [files_task] = [task for task in configure["block"] if task.get("name") == "Slurm | Directories and drop-in scripts of slurmd"]
+    entries = files_task["deepops.cluster.managed_files"]["files"]
+    paths = [entry["path"] for entry in entries]
+    for directory in ("{{ _slurm_prolog_dir }}", "{{ _slurm_epilog_dir }}"):
+        assert {"path": directory, "state": "directory"} in entries
+        # An empty glob fails the prolog and drains the node (Slurm 22.05): a no-op keeps it matching,
+        # written after its directory (managed_files applies entries in order).
+        script = f"{directory}/00-deepops-noop"
+        [noop] = [entry for entry in entries if entry["path"] == script]
+        assert noop["mode"] == "0755" and noop["content"] == "{{ _slurm_noop_script }}"
+        assert paths.index(script) > paths.index(directory)
+    content = slurm_vars()["_slurm_noop_script"]
+    assert content.startswith("#!/bin/sh\n") and "exit 0" in content
 
 
 def test_a_site_can_still_replace_the_prolog():
