@@ -3,7 +3,8 @@
 
 Measures, through the real CLI, as a user would run it:
   - fresh deploy of the default cluster (controller + gpu01 h100:8 + gpu02 a100:4),
-  - a no-op re-run of the same deploy,
+  - a no-op re-run of the same deploy, with seconds, tasks and host results
+    per role (from the run's recorded job events),
   - adding a node (virtual up --compute 3, then deepops node add gpu03),
 and, in-process, rendering slurm.conf and gres.conf for 10,000 nodes with the
 slurm role's templates and filters.
@@ -25,6 +26,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from datetime import datetime
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
@@ -53,6 +55,40 @@ def _changed(result: dict | None) -> dict[str, int] | None:
     return {host: row["changed"] for host, row in result.get("hosts", {}).items()}
 
 
+def role_breakdown(state: Path, result: dict | None) -> dict | None:
+    """Seconds and module calls per role in one run, from its recorded job events.
+
+    A task's time runs from its start to the next task's (or play's) start;
+    host_results counts the results that were not skips (controller-side
+    set_fact and assert included). Tasks outside roles (plays' fact
+    gathering, pre_tasks) count under "-".
+    """
+    if not result or not result.get("run_id"):
+        return None
+    events = []
+    for path in (state / "runs" / result["run_id"] / "job_events").glob("*.json"):
+        events.append(json.loads(path.read_text()))
+    events.sort(key=lambda event: event["counter"])
+    results: dict[str, int] = {}
+    for event in events:
+        if event["event"] in ("runner_on_ok", "runner_on_failed", "runner_on_unreachable"):
+            uuid = event["event_data"].get("task_uuid")
+            results[uuid] = results.get(uuid, 0) + 1
+    marks = [event for event in events if event["event"] in ("playbook_on_task_start", "playbook_on_play_start", "playbook_on_stats")]
+    roles: dict[str, dict] = {}
+    for start, end in zip(marks, marks[1:]):
+        if start["event"] != "playbook_on_task_start":
+            continue
+        data = start["event_data"]
+        seconds = (datetime.fromisoformat(end["created"]) - datetime.fromisoformat(start["created"])).total_seconds()
+        row = roles.setdefault(data.get("role") or "-", {"seconds": 0.0, "tasks": 0, "host_results": 0})
+        row["seconds"] += seconds
+        row["tasks"] += 1
+        row["host_results"] += results.get(data.get("task_uuid"), 0)
+    ordered = sorted(roles.items(), key=lambda item: -item[1]["seconds"])
+    return {role: {**row, "seconds": round(row["seconds"], 1)} for role, row in ordered}
+
+
 def cluster_benchmarks(keep: bool, cold: bool, cache_dir: Path) -> dict:
     state = Path(tempfile.mkdtemp(prefix="deepops-bench-"))
     if not cold:
@@ -74,6 +110,7 @@ def cluster_benchmarks(keep: bool, cold: bool, cache_dir: Path) -> dict:
         for key in ("fresh_deploy", "noop_rerun"):
             seconds, data, rc = _deepops(env, "deploy", "--json")
             results[key] = {"seconds": round(seconds, 1), "rc": rc, "changed": _changed(data)}
+        results["noop_rerun"]["by_role"] = role_breakdown(state, data)
         grow_s, _, rc = _deepops(env, "virtual", "up", "--compute", "3")
         results["virtual_grow_s"] = round(grow_s, 1)
         seconds, data, rc = _deepops(env, "node", "add", "gpu03", "--json")
