@@ -122,7 +122,11 @@ def _parse_extra_vars(values: tuple[str, ...]) -> dict:
             key, _, raw = value.partition("=")
             if not key.isidentifier():
                 raise InputError(f"-e {value!r}: {key!r} is not a valid variable name")
-            result[key] = yaml.safe_load(raw) if raw else ""
+            try:
+                result[key] = yaml.safe_load(raw) if raw else ""
+            except yaml.YAMLError as error:
+                problem = getattr(error, "problem", None) or "cannot be parsed"
+                raise InputError(f"-e {value!r}: the value of {key} is not valid YAML ({problem}); for text, put the value in YAML quotes") from None
         else:
             raise InputError(f"-e {value!r}: expected K=V, @file.yml or a JSON object")
     return result

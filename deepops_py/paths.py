@@ -7,6 +7,8 @@ import os
 from functools import cache
 from pathlib import Path
 
+from deepops_py.errors import InputError
+
 COLLECTION = "deepops.cluster"
 
 
@@ -32,7 +34,29 @@ def playbook(name: str) -> Path:
 
 def state_dir() -> Path:
     """Per-working-directory state (.deepops/): runs, virtual cluster, secrets."""
-    return Path(os.environ.get("DEEPOPS_STATE_DIR", ".deepops")).absolute()
+    path = Path(os.environ.get("DEEPOPS_STATE_DIR", ".deepops")).absolute()
+    if path.exists() and not path.is_dir():
+        raise InputError(f"{_state_dir_origin()} {path} is not a directory")
+    return path
+
+
+def make_dir(path: Path) -> Path:
+    """Create PATH, a directory under the state directory, with its parents.
+
+    Failing here means the state directory is not one deepops can write to
+    (DEEPOPS_STATE_DIR at a file's child, under /proc, read-only): say so.
+    """
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except OSError as error:
+        raise InputError(
+            f"cannot create {path} ({error.strerror}); {_state_dir_origin()} must be a directory deepops can write to"
+        ) from None
+    return path
+
+
+def _state_dir_origin() -> str:
+    return "DEEPOPS_STATE_DIR" if "DEEPOPS_STATE_DIR" in os.environ else "the state directory"
 
 
 def runs_dir() -> Path:

@@ -115,8 +115,7 @@ def _now() -> datetime:
 
 
 def _new_run_dir(command: str) -> tuple[str, Path]:
-    runs = paths.runs_dir()
-    runs.mkdir(parents=True, exist_ok=True)
+    runs = paths.make_dir(paths.runs_dir())
     while True:
         run_id = f"{_now():%Y%m%d-%H%M%S}-{command}-{secrets.token_hex(2)}"
         run_dir = runs / run_id

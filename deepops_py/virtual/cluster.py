@@ -290,7 +290,7 @@ def _ensure_inotify_instances() -> None:
 
 def _ensure_key(files: _Files, changes: list[str]) -> str:
     if not (files.key.exists() and files.public_key.exists()):
-        files.directory.mkdir(parents=True, exist_ok=True)
+        paths.make_dir(files.directory)
         files.key.unlink(missing_ok=True)
         files.public_key.unlink(missing_ok=True)
         try:
@@ -336,8 +336,7 @@ def _ensure_apt_cache(spec: ClusterSpec, container: dict | None, changes: list[s
             docker.run(["start", _apt_cache_container()])
             changes.append(f"started {_apt_cache_container()}")
         return
-    cache_dir = _apt_cache_dir()
-    cache_dir.mkdir(parents=True, exist_ok=True)
+    cache_dir = paths.make_dir(_apt_cache_dir())
     docker.run([
         "run", "-d", "--name", _apt_cache_container(), "--hostname", APT_CACHE,
         "--network", _network(), "--network-alias", APT_CACHE,
@@ -434,7 +433,7 @@ def _endpoint(name: str, public_key: str, changes: list[str]) -> inventory.Endpo
 def _write_if_changed(path: Path, content: str, changes: list[str]) -> None:
     if path.exists() and path.read_text() == content:
         return
-    path.parent.mkdir(parents=True, exist_ok=True)
+    paths.make_dir(path.parent)
     path.write_text(content)
     changes.append(f"wrote {path}")
     _progress(f"wrote {path}")
