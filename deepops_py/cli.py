@@ -96,40 +96,59 @@ def _say_inventory(source) -> None:
 
 
 def _parse_extra_vars(values: tuple[str, ...]) -> dict:
-    """Turn repeated ``-e K=V`` / ``-e @file`` / ``-e '{json}'`` into one dict."""
-    import yaml
+    """Turn repeated ``-e K=V`` / ``-e @file`` / ``-e '{json}'`` into one dict.
+
+    Each value is checked against the roles' argument specs like the
+    inventory's variables are (type, choices, misspelled names), so a bad -e
+    stops here, before any host is contacted.
+    """
+    from ansible_collections.deepops.cluster.plugins.plugin_utils import schema
+
+    from deepops_py.errors import Problem
 
     result: dict = {}
+    problems: list[Problem] = []
+    known = schema.known_variables() if values else {}
     for value in values:
-        if value.startswith("@"):
-            path = Path(value[1:])
-            try:
-                loaded = yaml.safe_load(path.read_text())
-            except OSError as error:
-                raise InputError(f"-e {value}: cannot read {path}: {error.strerror}") from None
-            except yaml.YAMLError as error:
-                raise InputError(f"-e {value}: {path} is not valid YAML: {error}") from None
-            if not isinstance(loaded, dict):
-                raise InputError(f"-e {value}: {path} must hold a mapping of variables")
-            result.update(loaded)
-        elif value.lstrip().startswith("{"):
-            try:
-                loaded = json.loads(value)
-            except json.JSONDecodeError as error:
-                raise InputError(f"-e {value!r}: not valid JSON: {error}") from None
-            result.update(loaded)
-        elif "=" in value:
-            key, _, raw = value.partition("=")
-            if not key.isidentifier():
-                raise InputError(f"-e {value!r}: {key!r} is not a valid variable name")
-            try:
-                result[key] = yaml.safe_load(raw) if raw else ""
-            except yaml.YAMLError as error:
-                problem = getattr(error, "problem", None) or "cannot be parsed"
-                raise InputError(f"-e {value!r}: the value of {key} is not valid YAML ({problem}); for text, put the value in YAML quotes") from None
-        else:
-            raise InputError(f"-e {value!r}: expected K=V, @file.yml or a JSON object")
+        source, loaded = _read_extra_vars(value)
+        problems += [Problem(source, "", key, message) for key, message in schema.check_variables(loaded, known)]
+        result.update(loaded)
+    if problems:
+        raise InputError("invalid extra variables (-e)", problems=problems)
     return result
+
+
+def _read_extra_vars(value: str) -> tuple[str, dict]:
+    """One -e value as (where it came from, its variables)."""
+    import yaml
+
+    if value.startswith("@"):
+        path = Path(value[1:])
+        try:
+            loaded = yaml.safe_load(path.read_text())
+        except OSError as error:
+            raise InputError(f"-e {value}: cannot read {path}: {error.strerror}") from None
+        except yaml.YAMLError as error:
+            raise InputError(f"-e {value}: {path} is not valid YAML: {error}") from None
+        if not isinstance(loaded, dict):
+            raise InputError(f"-e {value}: {path} must hold a mapping of variables")
+        return f"-e {value}", loaded
+    if value.lstrip().startswith("{"):
+        try:
+            loaded = json.loads(value)
+        except json.JSONDecodeError as error:
+            raise InputError(f"-e {value!r}: not valid JSON: {error}") from None
+        return "-e", loaded
+    if "=" in value:
+        key, _, raw = value.partition("=")
+        if not key.isidentifier():
+            raise InputError(f"-e {value!r}: {key!r} is not a valid variable name")
+        try:
+            return "-e", {key: yaml.safe_load(raw) if raw else ""}
+        except yaml.YAMLError as error:
+            problem = getattr(error, "problem", None) or "cannot be parsed"
+            raise InputError(f"-e {value!r}: the value of {key} is not valid YAML ({problem}); for text, put the value in YAML quotes") from None
+    raise InputError(f"-e {value!r}: expected K=V, @file.yml or a JSON object")
 
 
 # --------------------------------------------------------------------------

@@ -53,3 +53,32 @@ def test_state_dir_that_cannot_be_created_is_exit_2(write_inventory, tmp_path, m
     assert result.exit_code == 2, result.output
     assert f"cannot create {blocker / 'state' / 'runs'}" in result.output
     assert "DEEPOPS_STATE_DIR must be a directory deepops can write to" in result.output
+
+
+@pytest.mark.parametrize(
+    ("values", "expected"),
+    [
+        (["slurm_partitions=notalist"], "-e: slurm_partitions: expected list, found str ('notalist')"),
+        (["slurm_partitons=[]"], "-e: slurm_partitons: unknown variable 'slurm_partitons' — did you mean slurm_partitions?"),
+        (['{"slurm_partitions": 3}'], "-e: slurm_partitions: expected list, found int"),
+        (["@vars.yml"], "-e @vars.yml: slurm_partitions: expected list, found str ('notalist')"),
+    ],
+)
+@pytest.mark.parametrize("command", ["deploy", "plan"])
+def test_extra_vars_are_checked_against_the_roles_specs(write_inventory, playbook_runs, tmp_path, monkeypatch, command, values, expected):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "vars.yml").write_text("slurm_partitions: notalist\n")
+    args = [command, "-i", str(write_inventory())]
+    for value in values:
+        args += ["-e", value]
+    result = CliRunner().invoke(main, args)
+    assert result.exit_code == 2, result.output
+    assert "invalid extra variables (-e)" in result.output and expected in result.output
+    assert playbook_runs == []
+
+
+def test_valid_and_unrelated_extra_vars_pass(write_inventory, playbook_runs):
+    from deepops_py.cli import _parse_extra_vars
+
+    values = ("slurm_partitions=[]", "ansible_python_interpreter=/usr/bin/python3", '{"my_site_var": 1}')
+    assert _parse_extra_vars(values) == {"slurm_partitions": [], "ansible_python_interpreter": "/usr/bin/python3", "my_site_var": 1}
