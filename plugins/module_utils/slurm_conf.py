@@ -135,7 +135,8 @@ def slurm_node_facts(facts_by_host: Mapping[str, Any], realmemory_reserve_mb: in
 def _gres(record: Mapping[str, Any]) -> str:
     counts: dict[str, int] = {}
     for gpu in record["gpus"]:
-        counts[gpu["type"]] = counts.get(gpu["type"], 0) + 1
+        gpu_type = _word(gpu["type"], "GPU type")
+        counts[gpu_type] = counts.get(gpu_type, 0) + 1
     return ",".join(f"gpu:{gpu_type}:{count}" for gpu_type, count in counts.items())
 
 
@@ -171,7 +172,7 @@ def _gres_conf_for(record: Mapping[str, Any]) -> tuple[str, ...]:
             runs.append((gpu["type"], gpu["cores"], [gpu["device"]]))
     lines = []
     for gpu_type, cores, devices in runs:
-        line = f"Name=gpu Type={gpu_type} File={_device_files(devices)}"
+        line = f"Name=gpu Type={_word(gpu_type, 'GPU type')} File={_device_files(devices)}"
         if cores:
             line += f" Cores={cores}"
         lines.append(line)
@@ -195,12 +196,34 @@ def slurm_default_partitions(records: Mapping[str, Mapping[str, Any]]) -> list[d
     return partitions
 
 
-def _value(value: Any) -> str:
+# A slurm.conf word: no whitespace (a second key on the line, or a new line),
+# no control character and no "#" (the rest of the line becomes a comment).
+_WORD = re.compile(r"[^\s#\x00-\x1f\x7f]+")
+_KEY = re.compile(r"[A-Za-z][A-Za-z0-9_]*")
+
+
+def _word(text: Any, what: str) -> str:
+    """TEXT as one slurm.conf word, or SlurmConfError naming WHAT: no value may
+    add a key, a line or a comment to the generated file (the inventory check
+    rejects such values first; this is the second line of defence)."""
+    text = str(text)
+    if not _WORD.fullmatch(text):
+        raise SlurmConfError(f"{what}: {text!r} cannot go into slurm.conf (whitespace, '#' or a control character)")
+    return text
+
+
+def _key(key: Any, what: str) -> str:
+    if not isinstance(key, str) or not _KEY.fullmatch(key):
+        raise SlurmConfError(f"{what}: {key!r} is not a slurm.conf key (letters, digits and _ only)")
+    return key
+
+
+def _value(value: Any, what: str = "value") -> str:
     if isinstance(value, bool):
         return "YES" if value else "NO"
     if isinstance(value, (list, tuple)):
-        return ",".join(str(item) for item in value)
-    return str(value)
+        return ",".join(_word(item, what) for item in value)
+    return "" if str(value) == "" else _word(value, what)
 
 
 def slurm_partition_lines(partitions: Iterable[Mapping[str, Any]]) -> list[str]:
@@ -209,23 +232,30 @@ def slurm_partition_lines(partitions: Iterable[Mapping[str, Any]]) -> list[str]:
     for partition in partitions:
         if not isinstance(partition, Mapping) or not partition.get("name"):
             raise SlurmConfError(f"a partition needs a name: {partition!r}")
+        name = _word(partition["name"], "partition name")
         nodes = partition.get("nodes", "ALL")
         if isinstance(nodes, (list, tuple)):
             nodes = _compress(nodes)
-        parts = [f"PartitionName={partition['name']}", f"Nodes={nodes}"]
+        parts = [f"PartitionName={name}", f"Nodes={_word(nodes, f'partition {name}: nodes')}"]
         parts.append(f"Default={_value(bool(partition.get('default', False)))}")
-        parts.append(f"MaxTime={partition.get('max_time') or 'INFINITE'}")
+        parts.append(f"MaxTime={_word(partition.get('max_time') or 'INFINITE', f'partition {name}: max_time')}")
         parts.append("State=UP")
         for key, value in (partition.get("options") or {}).items():
+            key = _key(key, f"partition {name}: option")
             parts = [part for part in parts if not part.startswith(f"{key}=")]
-            parts.append(f"{key}={_value(value)}")
+            parts.append(f"{key}={_value(value, f'partition {name}: {key}')}")
         lines.append(" ".join(parts))
     return lines
 
 
 def slurm_conf_lines(settings: Mapping[str, Any]) -> list[str]:
     """``Key=value`` lines; a None or empty value leaves the key out."""
-    return [f"{key}={_value(value)}" for key, value in settings.items() if value is not None and _value(value) != ""]
+    lines = []
+    for key, value in settings.items():
+        text = "" if value is None else _value(value, _key(key, "slurm.conf setting"))
+        if text != "":
+            lines.append(f"{key}={text}")
+    return lines
 
 
 def _qos_fields(qos: Mapping[str, Any]) -> dict[str, str]:
