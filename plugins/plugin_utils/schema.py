@@ -7,6 +7,7 @@ deepops-wide switches that no role owns.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from functools import cache
@@ -240,4 +241,29 @@ def check_variables(variables: Mapping[Any, Any], known: Mapping[str, VarSpec]) 
                 problems.append((name, f"unknown variable '{name}' — did you mean {match}?"))
             continue
         problems.extend((name, message) for message in check_value(spec, value))
+        problems.extend((name, message) for message in single_line_problems(value))
     return problems
+
+
+# Line breaks (str.splitlines() knows more than \n) and other control characters.
+_BREAKS = re.compile(r"[\x00-\x1f\x7f\x85\u2028\u2029]")
+
+
+def single_line_problems(value: Any, where: str = "") -> list[str]:
+    """Every text in a roles' variable (nested ones included) is one line
+    without control characters: the roles write these values into config files
+    and command lines, where a newline would add lines of the writer's choosing."""
+    if yaml_files.is_opaque(value):
+        return []
+    if isinstance(value, str):
+        found = _BREAKS.search(value)
+        if found:
+            # Where, not what: the value may be a password.
+            return [f"{where}must be one line without control characters, found {found.group()!r} at character {found.start() + 1}"]
+        return []
+    if isinstance(value, Mapping):
+        return [problem for key, item in value.items() for problem in single_line_problems(item, f"{where}{key}: ")]
+    if isinstance(value, (list, tuple)):
+        return [problem for index, item in enumerate(value)
+                for problem in single_line_problems(item, f"{where}item {index + 1}: ")]
+    return []

@@ -149,3 +149,34 @@ def test_suggestions(name: str, expected: str | None) -> None:
 def test_did_you_mean_is_empty_when_nothing_is_close() -> None:
     assert suggest.did_you_mean("zzz", ["slurm_compute"]) == ""
     assert suggest.did_you_mean("slurm_compte", ["slurm_compute"]) == " — did you mean slurm_compute?"
+
+
+# --- every text of a roles' variable is one line (no config or command injection)
+
+SHIPPED = schema.known_variables(paths.content_dir() / "roles")
+
+
+@pytest.mark.parametrize("text", ["a\nb", "a\rb", "a\x00b", "a\tb", "a\x85b", "a\u2028b", "ok\n"])
+def test_a_line_break_or_control_character_in_a_roles_text_is_refused(text):
+    [(key, message)] = schema.check_variables({"slurm_cluster_name": text}, SHIPPED)
+    assert key == "slurm_cluster_name" and message.startswith("must be one line without control characters")
+
+
+def test_nested_texts_are_checked_and_named_by_their_path():
+    partitions = [{"name": "gpu"}, {"name": "cpu", "options": {"AllowAccounts": "a\nPartitionName=evil Nodes=ALL"}}]
+    [(key, message)] = schema.check_variables({"slurm_partitions": partitions, "slurm_config": {"X": ["ok", "b\nc"]}}, SHIPPED)[:1]
+    assert (key, message.split(" must")[0]) == ("slurm_partitions", "item 2: options: AllowAccounts:")
+    found = schema.check_variables({"slurm_config": {"X": ["ok", "b\nc"]}}, SHIPPED)
+    assert [(key, message.split(" must")[0]) for key, message in found] == [("slurm_config", "X: item 2:")]
+
+
+def test_the_message_says_where_never_what():
+    """The value may be a password: the message must not carry it."""
+    found = schema.check_variables({"slurm_dbd_db_password": "s3cret\nline"}, SHIPPED)
+    assert found and all("s3cret" not in message for _, message in found)
+
+
+def test_single_lines_vault_values_and_the_users_own_variables_pass():
+    vaulted = Vaulted("$ANSIBLE_VAULT;1.1;AES256\n6162\n")
+    assert schema.check_variables({"slurm_cluster_name": "deepops", "slurm_dbd_db_password": vaulted,
+                                   "my_site_motd": "two\nlines"}, SHIPPED) == []
