@@ -113,7 +113,8 @@ options:
       - When neither is given an existing path keeps its owner and a new one gets the
         connecting (or become) user, as with M(ansible.builtin.copy).
       - An owner or group that does not exist on the host fails the task before any
-        entry is applied.
+        entry is applied. In check mode such an entry is reported as changing
+        instead (a package of the same run may create the user).
     type: str
   group:
     description: Group of every file and directory whose entry names none; same rules as O(owner).
@@ -294,13 +295,12 @@ def _set_attributes(module: AnsibleModule, real_path: str, attrs: dict, diff: di
     return module.set_fs_attributes_if_different(args, False, diff, expand=False)
 
 
-def _directory(module: AnsibleModule, entry: dict, defaults: dict, planned_dirs: set) -> tuple[bool, list]:
+def _directory(module: AnsibleModule, entry: dict, defaults: dict) -> tuple[bool, list]:
     path = entry["path"]
     attrs = _attributes(entry, defaults, directory=True)
     if os.path.lexists(path) and not os.path.isdir(path):
         raise EntryFailed("exists and is not a directory (nor a link to one)")
     if not os.path.isdir(path):
-        planned_dirs.add(path)
         if not module.check_mode:
             os.makedirs(path)
             _set_attributes(module, os.path.realpath(path), attrs, None)
@@ -308,11 +308,6 @@ def _directory(module: AnsibleModule, entry: dict, defaults: dict, planned_dirs:
     diff = {"before": {"path": path}, "after": {"path": path}}
     changed = _set_attributes(module, os.path.realpath(path), attrs, diff)
     return changed, [diff] if changed else []
-
-
-def _will_exist(directory: str, planned_dirs: set) -> bool:
-    """Whether an earlier directory entry creates (or, in check mode, would create) directory."""
-    return any(planned == directory or planned.startswith(directory.rstrip("/") + "/") for planned in planned_dirs)
 
 
 def _text_or_none(data: bytes) -> str | None:
@@ -363,7 +358,7 @@ def _write(module: AnsibleModule, dest: str, data: bytes, validate: str | None) 
     module.atomic_move(temporary, dest, unsafe_writes=False)
 
 
-def _file(module: AnsibleModule, entry: dict, defaults: dict, planned_dirs: set) -> tuple[bool, list]:
+def _file(module: AnsibleModule, entry: dict, defaults: dict) -> tuple[bool, list]:
     path = entry["path"]
     if entry["content"] is None:
         raise EntryFailed("a file entry needs content (template and src are resolved by the action plugin on the controller)")
@@ -377,7 +372,9 @@ def _file(module: AnsibleModule, entry: dict, defaults: dict, planned_dirs: set)
     if exists and not os.path.isfile(real):
         raise EntryFailed("exists and is not a regular file")
     parent = os.path.dirname(real)
-    if not os.path.isdir(parent) and not (module.check_mode and _will_exist(parent, planned_dirs)):
+    # In check mode the directory may be one an earlier entry, an earlier task
+    # or a package of this run would create (ansible.builtin.copy assumes so too).
+    if not os.path.isdir(parent) and not module.check_mode:
         raise EntryFailed(f"directory {parent} does not exist; list it before this file with state: directory")
 
     new = entry["content"].encode("utf-8")
@@ -423,17 +420,17 @@ def _absent(module: AnsibleModule, entry: dict) -> tuple[bool, list]:
     return True, [{"before": {"path": path, "state": kind}, "after": {"path": path, "state": "absent"}}]
 
 
-def converge(module: AnsibleModule, entry: dict, defaults: dict, planned_dirs: set) -> tuple[bool, list]:
+def converge(module: AnsibleModule, entry: dict, defaults: dict) -> tuple[bool, list]:
     """Bring one entry to its state; return whether it changed and its diffs."""
     if entry["state"] == "directory":
-        return _directory(module, entry, defaults, planned_dirs)
+        return _directory(module, entry, defaults)
     if entry["state"] == "absent":
         return _absent(module, entry)
-    return _file(module, entry, defaults, planned_dirs)
+    return _file(module, entry, defaults)
 
 
 def _unknown_names(module: AnsibleModule, defaults: dict) -> list:
-    """Owners and groups that do not exist on the host, checked before anything is changed."""
+    """(path, message) for owners and groups that do not exist on the host, checked before anything is changed."""
     problems = []
     for entry in module.params["files"]:
         if entry["state"] == "absent":
@@ -445,7 +442,7 @@ def _unknown_names(module: AnsibleModule, defaults: dict) -> list:
             try:
                 lookup(name)
             except KeyError:
-                problems.append(f"{entry['path']}: {kind} {name} does not exist on this host")
+                problems.append((entry["path"], f"{entry['path']}: {kind} {name} does not exist on this host"))
     return problems
 
 
@@ -453,16 +450,21 @@ def main() -> None:
     module = ManagedFilesModule(argument_spec=ARGUMENT_SPEC, supports_check_mode=True)
     defaults = {key: module.params[key] for key in ("owner", "group", "mode", "dir_mode")}
     unknown = _unknown_names(module, defaults)
-    if unknown:
-        module.fail_json(msg="; ".join(unknown), changed=False, results=[], changed_paths=[])
+    if unknown and not module.check_mode:
+        module.fail_json(msg="; ".join(message for _path, message in unknown), changed=False, results=[], changed_paths=[])
+    # In check mode the user or group may be one a package of this run would
+    # create: such an entry would change, its attributes cannot be compared yet.
+    pending_names = {path for path, _message in unknown}
 
     results: list = []
     diffs: list = []
-    planned_dirs: set = set()
     failure = None
     for entry in module.params["files"]:
+        if entry["path"] in pending_names:
+            results.append({"path": entry["path"], "state": entry["state"], "changed": True})
+            continue
         try:
-            changed, entry_diffs = converge(module, entry, defaults, planned_dirs)
+            changed, entry_diffs = converge(module, entry, defaults)
         except EntryFailed as exc:
             failure = (entry["path"], str(exc), exc.details)
             break

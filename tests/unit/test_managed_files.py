@@ -414,3 +414,21 @@ def test_template_vars_give_one_template_different_values_per_path(project: Proj
     assert (root / "second.conf").read_text().startswith("# second on port 6817\n")
     sent = play.result()["invocation"]["module_args"]["files"]
     assert [sorted(entry) for entry in sent] == [["content", "path", "state", "template"]] * 2  # used on the controller only
+
+
+def test_check_mode_on_a_fresh_host_reports_instead_of_failing(project: Project) -> None:
+    """What an earlier task or a package of the same run would create (a
+    directory, a user) is not there in check mode: the entry would change."""
+    root = project.root
+    files = [{"path": "{{ demo_root }}/made-earlier/app.conf", "content": "x\n"},
+             {"path": "{{ demo_root }}/owned.conf", "content": "y\n", "owner": "deepops-user-from-a-package"}]
+    planned = project.run([managed_files_task(files)], "--check")
+    result = planned.result()
+    assert planned.process.returncode == 0, result
+    assert result["changed_paths"] == project.paths("made-earlier/app.conf", "owned.conf")
+    assert list(root.iterdir()) == []
+
+    applied = project.run([managed_files_task(files[:1])])
+    failed = applied.result()
+    assert applied.process.returncode != 0 and failed["failed"] is True
+    assert "made-earlier does not exist; list it before this file with state: directory" in failed["msg"]
