@@ -119,17 +119,16 @@ def _parse_extra_vars(values: tuple[str, ...]) -> dict:
 
 
 def _read_extra_vars(value: str) -> tuple[str, dict]:
-    """One -e value as (where it came from, its variables)."""
-    import yaml
+    """One -e value as (where it came from, its variables); YAML is read with
+    the inventory's limits (size, depth, aliases, duplicate keys)."""
+    from ansible_collections.deepops.cluster.plugins.plugin_utils import yaml_files
 
     if value.startswith("@"):
         path = Path(value[1:])
         try:
-            loaded = yaml.safe_load(path.read_text())
-        except OSError as error:
-            raise InputError(f"-e {value}: cannot read {path}: {error.strerror}") from None
-        except yaml.YAMLError as error:
-            raise InputError(f"-e {value}: {path} is not valid YAML: {error}") from None
+            loaded = yaml_files.load(path)
+        except yaml_files.YamlFileError as error:
+            raise InputError(f"-e {value}: {path}: {error}") from None
         if not isinstance(loaded, dict):
             raise InputError(f"-e {value}: {path} must hold a mapping of variables")
         return f"-e {value}", loaded
@@ -144,10 +143,9 @@ def _read_extra_vars(value: str) -> tuple[str, dict]:
         if not key.isidentifier():
             raise InputError(f"-e {value!r}: {key!r} is not a valid variable name")
         try:
-            return "-e", {key: yaml.safe_load(raw) if raw else ""}
-        except yaml.YAMLError as error:
-            problem = getattr(error, "problem", None) or "cannot be parsed"
-            raise InputError(f"-e {value!r}: the value of {key} is not valid YAML ({problem}); for text, put the value in YAML quotes") from None
+            return "-e", {key: yaml_files.loads(raw) if raw else ""}
+        except yaml_files.YamlFileError as error:
+            raise InputError(f"-e {value!r}: the value of {key} is {error}; for text, put the value in YAML quotes") from None
     raise InputError(f"-e {value!r}: expected K=V, @file.yml or a JSON object")
 
 

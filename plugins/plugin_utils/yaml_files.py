@@ -51,23 +51,96 @@ class YamlFileError(Exception):
     """A file that cannot be read or is not valid YAML; str() is the user message."""
 
 
+# Limits that turn hostile input into a quick, clear error: an inventory is
+# kilobytes, a few levels deep, with a handful of aliases. A 2 KB "billion
+# laughs" alias bomb expands to 10^9 values; it is refused before expansion.
+MAX_BYTES = 8 * 1024 * 1024
+MAX_VALUES = 200_000  # values after every alias is expanded
+MAX_DEPTH = 64
+
+
 def load(path: Path) -> Any:
     """Parse one YAML file, or raise YamlFileError naming the line and column."""
     try:
+        if path.stat().st_size > MAX_BYTES:
+            raise YamlFileError(f"larger than {MAX_BYTES // (1024 * 1024)} MiB; not an inventory or vars file")
         text = path.read_bytes().decode("utf-8")
     except OSError as error:
         raise YamlFileError(f"cannot read: {error.strerror}") from None
     except UnicodeDecodeError as error:
         raise YamlFileError(f"not UTF-8 text (byte {error.start})") from None
+    return loads(text)
+
+
+def loads(text: str) -> Any:
+    """Parse YAML text with the limits above, or raise YamlFileError."""
+    if len(text) > MAX_BYTES:
+        raise YamlFileError(f"larger than {MAX_BYTES // (1024 * 1024)} MiB; not an inventory or vars file")
     if text.lstrip().startswith(VAULT_FILE_HEADER):
         return Vaulted(text)
+    loader = _AnsibleSafeLoader(text)
     try:
-        return yaml.load(text, Loader=_AnsibleSafeLoader)  # noqa: S506 - a SafeLoader subclass
+        node = loader.get_single_node()
+        if node is None:
+            return None
+        _check_node(node)
+        return loader.construct_document(node)
     except yaml.MarkedYAMLError as error:
         raise YamlFileError(_describe(error)) from None
     except (yaml.YAMLError, ValueError, TypeError, RecursionError) as error:
         # ValueError/TypeError: e.g. unhashable mapping keys; RecursionError: absurd nesting.
         raise YamlFileError(f"not valid YAML: {error}") from None
+    finally:
+        loader.dispose()
+
+
+def _check_node(root: yaml.Node) -> None:
+    """Refuse duplicate keys, recursive aliases, alias bombs and absurd depth,
+    from the node graph, before any value is built (so a bomb costs nothing)."""
+    sizes: dict[int, int] = {}  # node id -> values it expands to
+    depths: dict[int, int] = {}
+    open_nodes: set[int] = set()
+
+    def visit(node: yaml.Node) -> None:
+        key = id(node)
+        if key in sizes:
+            return
+        if key in open_nodes:
+            raise YamlFileError(f"not valid YAML: {_at(node)}an alias refers to a value that contains it (a recursive alias)")
+        open_nodes.add(key)
+        children = _children(node)
+        for child in children:
+            visit(child)
+        open_nodes.discard(key)
+        sizes[key] = 1 + sum(sizes[id(child)] for child in children)
+        depths[key] = 1 + max((depths[id(child)] for child in children), default=0)
+        if sizes[key] > MAX_VALUES:
+            raise YamlFileError(f"not valid YAML: {_at(node)}aliases expand to more than {MAX_VALUES} values (an alias bomb?)")
+        if depths[key] > MAX_DEPTH:
+            raise YamlFileError(f"not valid YAML: {_at(node)}values nest more than {MAX_DEPTH} levels deep")
+
+    visit(root)
+
+
+def _children(node: yaml.Node) -> list[yaml.Node]:
+    if isinstance(node, yaml.SequenceNode):
+        return list(node.value)
+    if isinstance(node, yaml.MappingNode):
+        seen: dict[tuple[str, str], yaml.Node] = {}
+        for key_node, _value_node in node.value:
+            if isinstance(key_node, yaml.ScalarNode) and key_node.tag != "tag:yaml.org,2002:merge":
+                name = (key_node.tag, key_node.value)
+                if name in seen:
+                    first = seen[name].start_mark.line + 1
+                    raise YamlFileError(f"not valid YAML: {_at(key_node)}duplicate key '{key_node.value}' (first on line {first})")
+                seen[name] = key_node
+        return [child for pair in node.value for child in pair]
+    return []
+
+
+def _at(node: yaml.Node) -> str:
+    mark = node.start_mark
+    return f"line {mark.line + 1}, column {mark.column + 1}: " if mark else ""
 
 
 def _describe(error: yaml.MarkedYAMLError) -> str:
