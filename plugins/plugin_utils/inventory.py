@@ -30,7 +30,7 @@ from ansible_collections.deepops.cluster.plugins.module_utils.cluster_groups imp
     LOGIN,
     MONITORING,
 )
-from ansible_collections.deepops.cluster.plugins.plugin_utils import inventory_files, schema, suggest
+from ansible_collections.deepops.cluster.plugins.plugin_utils import inventory_files, schema, suggest, value_rules
 from ansible_collections.deepops.cluster.plugins.plugin_utils.problems import InvalidInventory, Problem
 
 KNOWN_GROUPS = (CONTROLLER, COMPUTE, LOGIN, DBD, MONITORING)
@@ -97,6 +97,7 @@ def load_cluster(path: Path, *, roles_dir: Path | None = None) -> Cluster:
         raise _invalid(path, problems)
     cluster = _build_cluster(path, manager, read)
     problems.extend(_check_nvidia_compat(cluster, known))
+    problems.extend(_check_host_rules(cluster, known))
     if problems:
         raise _invalid(path, problems)
     return cluster
@@ -263,6 +264,12 @@ def _check_hostnames(path: Path, manager: Any) -> list[Problem]:
             problems.append(
                 Problem(str(path), f"host {name}", "", "invalid host name: use letters, digits and hyphens, in dot-separated labels of at most 63 characters")
             )
+    # DNS, /etc/hosts and Slurm's NodeName do not tell GPU01 from gpu01.
+    first_of: dict[str, str] = {}
+    for name in sorted(manager.hosts):
+        other = first_of.setdefault(name.lower(), name)
+        if other != name:
+            problems.append(Problem(str(path), f"host {name}", "", f"differs from host {other} only in case; host names are not case-sensitive"))
     return problems
 
 
@@ -395,6 +402,20 @@ def _check_host_nvidia_vars(variables: Mapping[str, Any]) -> list[tuple[str, str
             for message in compat.fabricmanager_problems(branch, version, variables.get("nvidia_fabricmanager_version"))
         ]
     return found
+
+
+def _check_host_rules(cluster: Cluster, known: Mapping[str, Any]) -> list[Problem]:
+    """value_rules.host_rules on every host's variables over the roles' defaults; a
+    group-wide problem is reported once, at its first host."""
+    defaults = {name: spec.default for name, spec in known.items() if spec.default is not None}
+    problems = []
+    seen: set[tuple[str, str]] = set()
+    for name, host in sorted(cluster.hosts.items()):
+        for key, message in value_rules.host_rules({**defaults, **host.vars}):
+            if (key, message) not in seen:
+                seen.add((key, message))
+                problems.append(Problem(str(cluster.inventory), f"host {name}", key, message))
+    return problems
 
 
 def _check_nvidia_compat(cluster: Cluster, known: Mapping[str, Any]) -> list[Problem]:

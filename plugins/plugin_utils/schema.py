@@ -14,7 +14,7 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
-from ansible_collections.deepops.cluster.plugins.plugin_utils import suggest, yaml_files
+from ansible_collections.deepops.cluster.plugins.plugin_utils import suggest, value_rules, yaml_files
 from ansible_collections.deepops.cluster.plugins.plugin_utils.problems import BrokenContent
 
 # argument_specs types that deepops checks; anything else is accepted as is.
@@ -242,6 +242,8 @@ def check_variables(variables: Mapping[Any, Any], known: Mapping[str, VarSpec]) 
             continue
         problems.extend((name, message) for message in check_value(spec, value))
         problems.extend((name, message) for message in single_line_problems(value))
+        if not yaml_files.is_opaque(value):
+            problems.extend((name, message) for message in value_rules.check(name, value))
     return problems
 
 

@@ -1,0 +1,119 @@
+"""Rules for values that argument specs cannot express (a pattern, a minimum),
+checked by the inventory check with the types: one table, read for the
+inventory, its vars files and every -e value.
+
+Each rule is a function of the value returning messages; a rule for a list
+of dicts checks each item. Cross-field rules (a default that must be one of a
+list) need a host's merged variables and live in ``host_rules``.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import re
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from ansible_collections.deepops.cluster.plugins.plugin_utils import yaml_files
+
+# Slurm object names (QOS, accounts, partitions): letters, digits, _ . -,
+# and nothing a shell, sacctmgr or slurm.conf would read as syntax.
+SLURM_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,63}")
+# RFC 1123 labels, as the inventory's host names.
+_HOST_LABEL = re.compile(r"(?!-)[A-Za-z0-9-]{1,63}(?<!-)")
+# Credentials, if any, percent-encoded: the URL goes into apt.conf between quotes.
+_PROXY_URL = re.compile(r"https?://([A-Za-z0-9._~%-]+(:[A-Za-z0-9._~%-]*)?@)?([A-Za-z0-9.-]+|\[[0-9A-Fa-f:.]+\])(:[0-9]{1,5})?/?")
+
+Rule = Callable[[Any], list[str]]
+
+
+def _slurm_name(value: Any, what: str = "name") -> list[str]:
+    if isinstance(value, str) and not yaml_files.is_opaque(value) and not SLURM_NAME.fullmatch(value):
+        return [f"{what} {value!r} is not a Slurm name: letters, digits, _ . and - only, at most 64"]
+    return []
+
+
+def _at_least(minimum: int) -> Rule:
+    def rule(value: Any) -> list[str]:
+        if isinstance(value, int) and not isinstance(value, bool) and value < minimum:
+            return [f"must be at least {minimum}, found {value}"]
+        return []
+
+    return rule
+
+
+def _items(rule: Callable[[Mapping[str, Any]], list[str]]) -> Rule:
+    def check(value: Any) -> list[str]:
+        if not isinstance(value, list):
+            return []
+        return [f"item {index}: {message}" for index, item in enumerate(value, 1)
+                if isinstance(item, Mapping) for message in rule(item)]
+
+    return check
+
+
+def _qos(item: Mapping[str, Any]) -> list[str]:
+    problems = [] if "name" in item else ["needs a name"]
+    problems += _slurm_name(item.get("name"))
+    preempt = item.get("preempt") or []
+    for name in preempt if isinstance(preempt, list) else [preempt]:
+        problems += _slurm_name(name, "preempt")
+    priority = item.get("priority")
+    if priority is not None and (not isinstance(priority, int) or isinstance(priority, bool) or priority < 0):
+        problems.append(f"priority must be a whole number of at least 0, found {priority!r}")
+    return problems
+
+
+def _partition(item: Mapping[str, Any]) -> list[str]:
+    problems = [] if "name" in item else ["needs a name"]
+    return problems + _slurm_name(item.get("name"))
+
+
+def _proxy_url(value: Any) -> list[str]:
+    if isinstance(value, str) and value and not yaml_files.is_opaque(value) and not _PROXY_URL.fullmatch(value):
+        return [f"{value!r} is not a proxy URL such as http://host:3142"]
+    return []
+
+
+def is_host_address(value: str) -> bool:
+    """A host name (RFC 1123) or an IP address: what ssh gets as its target."""
+    try:
+        ipaddress.ip_address(value)
+        return True
+    except ValueError:
+        return 0 < len(value) <= 253 and all(_HOST_LABEL.fullmatch(label) for label in value.split("."))
+
+
+def _host_address(value: Any) -> list[str]:
+    if isinstance(value, str) and not yaml_files.is_opaque(value) and not is_host_address(value):
+        return [f"{value!r} is not a host name or an IP address"]
+    return []
+
+
+RULES: dict[str, Rule] = {
+    "slurm_realmemory_reserve_mb": _at_least(0),
+    "slurm_qos": _items(_qos),
+    "slurm_partitions": _items(_partition),
+    "slurm_default_qos": _slurm_name,
+    "slurm_default_account": _slurm_name,
+    "common_apt_proxy": _proxy_url,
+    "ansible_host": _host_address,
+}
+
+
+def check(name: str, value: Any) -> list[str]:
+    """Messages for VALUE of the variable NAME (empty when it passes or has no rule)."""
+    rule = RULES.get(name)
+    return rule(value) if rule else []
+
+
+def host_rules(variables: Mapping[str, Any]) -> list[tuple[str, str]]:
+    """(key, message) for rules between a host's merged variables."""
+    problems = []
+    qos = variables.get("slurm_qos")
+    default = variables.get("slurm_default_qos")
+    if isinstance(qos, list) and isinstance(default, str) and "{{" not in default:
+        names = [item.get("name") for item in qos if isinstance(item, Mapping)]
+        if default not in names:
+            problems.append(("slurm_default_qos", f"{default!r} is not one of slurm_qos ({', '.join(map(str, names)) or 'none'})"))
+    return problems

@@ -1,0 +1,80 @@
+"""Values the argument specs cannot constrain (patterns, minimums, a default
+that must be in a list, host names that differ only in case) are refused by
+the inventory check, before any host is contacted (hardening issue)."""
+
+from __future__ import annotations
+
+import pytest
+from click.testing import CliRunner
+
+from ansible_collections.deepops.cluster.plugins.plugin_utils import value_rules
+from deepops_py.cli import main
+
+INVENTORY = """\
+all:
+  children:
+    slurm_controller:
+      hosts:
+        ctl01:
+    slurm_compute:
+      hosts:
+        gpu01:
+        gpu02:
+"""
+
+
+def check(write_inventory, group_vars: str = "", inventory: str = INVENTORY):
+    path = write_inventory(inventory, files={"group_vars/all.yml": group_vars} if group_vars else None)
+    return CliRunner().invoke(main, ["check", "-i", str(path), "--no-ssh"])
+
+
+@pytest.mark.parametrize(
+    ("group_vars", "expected"),
+    [
+        ("slurm_realmemory_reserve_mb: -5", "slurm_realmemory_reserve_mb: must be at least 0, found -5"),
+        ("slurm_qos: [{name: low, priority: 10}]", "slurm_default_qos: 'normal' is not one of slurm_qos (low)"),
+        ("slurm_qos: [{name: 'lo;w'}, {name: normal}]", "slurm_qos: item 1: name 'lo;w' is not a Slurm name"),
+        ("slurm_qos: [{name: normal, preempt: ['$(id)']}]", "slurm_qos: item 1: preempt '$(id)' is not a Slurm name"),
+        ("slurm_qos: [{name: normal, priority: -1}]", "slurm_qos: item 1: priority must be a whole number of at least 0"),
+        ("slurm_qos: [{priority: 1}]", "slurm_qos: item 1: needs a name"),
+        ("slurm_default_account: 'users; drop'", "slurm_default_account: name 'users; drop' is not a Slurm name"),
+        ("slurm_partitions: [{name: my part}]", "slurm_partitions: item 1: name 'my part' is not a Slurm name"),
+        ('common_apt_proxy: "http://x;rm -rf /"', "common_apt_proxy: 'http://x;rm -rf /' is not a proxy URL"),
+        ('common_apt_proxy: "http://proxy\\"; Acquire::x \\"y"', "is not a proxy URL"),
+        ('ansible_host: "$(reboot)"', "ansible_host: '$(reboot)' is not a host name or an IP address"),
+    ],
+)
+def test_bad_values_are_exit_2(write_inventory, group_vars, expected):
+    result = check(write_inventory, group_vars)
+    assert result.exit_code == 2, result.output
+    assert expected in result.output
+
+
+def test_hosts_that_differ_only_in_case_are_refused(write_inventory):
+    result = check(write_inventory, inventory=INVENTORY + "        GPU01:\n")
+    assert result.exit_code == 2, result.output
+    assert "host gpu01: differs from host GPU01 only in case" in result.output
+
+
+@pytest.mark.parametrize(
+    "group_vars",
+    [
+        "slurm_realmemory_reserve_mb: 0",
+        "slurm_qos: [{name: gold, priority: 10, preempt: [low-1]}, {name: low-1}]\nslurm_default_qos: gold",
+        "slurm_partitions: [{name: gpu.h100_a}]",
+        'common_apt_proxy: "http://deepops-aptcache:3142"',
+        'common_apt_proxy: "https://user:p%40ss@10.0.0.5:3128/"',
+        'common_apt_proxy: "http://[fd00::5]:3142"',
+        'ansible_host: "fd00::10"',
+        'slurm_default_qos: "{{ site_default_qos }}"\nsite_default_qos: x',
+    ],
+)
+def test_good_values_pass(write_inventory, group_vars):
+    result = check(write_inventory, group_vars)
+    assert result.exit_code == 0, result.output
+
+
+def test_every_rule_is_for_a_variable_the_roles_know():
+    from ansible_collections.deepops.cluster.plugins.plugin_utils import schema
+
+    assert set(value_rules.RULES) <= set(schema.known_variables())
