@@ -160,18 +160,18 @@ def _check_entry(index: int, entry: Any, seen: set[str], problems: list[str]) ->
                 problems.append(f"{where}{key} must be {what}, got {type(value).__name__}")
             else:
                 checked[key] = value
-        template_vars = entry.get("template_vars")
-        if template_vars is not None:
-            if not isinstance(template_vars, dict) or "template" not in given:
-                problems.append(f"{where}template_vars must be a mapping beside a template, got {type(template_vars).__name__}")
+        optional = (
+            ("template_vars", "a mapping beside a template", lambda value: isinstance(value, dict) and "template" in given),
+            ("validate", "a command with %s for the new file", lambda value: isinstance(value, str) and "%s" in value),
+        )
+        for key, expected, fits in optional:
+            value = entry.get(key)
+            if value is None:
+                continue
+            if fits(value):
+                checked[key] = value
             else:
-                checked["template_vars"] = template_vars
-        validate = entry.get("validate")
-        if validate is not None:
-            if not isinstance(validate, str) or "%s" not in validate:
-                problems.append(f"{where}validate must be a command with %s for the new file, got {validate!r}")
-            else:
-                checked["validate"] = validate
+                problems.append(f"{where}{key} must be {expected}, got {value!r}")
     else:
         extra = [key for key in (*SOURCES, "template_vars", "validate") if entry.get(key) is not None]
         if state == "absent":

@@ -358,7 +358,7 @@ def _problems(args: dict) -> list[str]:
     ({"path": "/x", "content": "x", "mode": "rw"}, "/x: mode 'rw' is neither an octal mode"),
     ({"path": "/x", "content": "x", "mode": True}, '/x: mode must be a string such as "0644", got bool'),
     ({"path": "/x", "content": "x", "template_vars": {"a": 1}}, "/x: template_vars must be a mapping beside a template"),
-    ({"path": "/x", "template": "x.j2", "template_vars": ["a"]}, "/x: template_vars must be a mapping beside a template, got list"),
+    ({"path": "/x", "template": "x.j2", "template_vars": ["a"]}, "/x: template_vars must be a mapping beside a template, got ['a']"),
 ])
 def test_an_entry_problem_names_the_path(entry: dict, problem: str) -> None:
     (found,) = _problems({"files": [entry]})

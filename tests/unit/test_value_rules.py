@@ -10,21 +10,12 @@ from click.testing import CliRunner
 from ansible_collections.deepops.cluster.plugins.plugin_utils import value_rules
 from deepops_py.cli import main
 
-INVENTORY = """\
-all:
-  children:
-    slurm_controller:
-      hosts:
-        ctl01:
-    slurm_compute:
-      hosts:
-        gpu01:
-        gpu02:
-"""
 
 
-def check(write_inventory, group_vars: str = "", inventory: str = INVENTORY):
-    path = write_inventory(inventory, files={"group_vars/all.yml": group_vars} if group_vars else None)
+def check(write_inventory, group_vars: str = "", more_hosts: str = ""):
+    """deepops check on conftest's base inventory (a controller, two compute nodes) plus MORE_HOSTS."""
+    base = write_inventory().read_text()
+    path = write_inventory(base + more_hosts, files={"group_vars/all.yml": group_vars} if group_vars else None)
     return CliRunner().invoke(main, ["check", "-i", str(path), "--no-ssh"])
 
 
@@ -51,7 +42,7 @@ def test_bad_values_are_exit_2(write_inventory, group_vars, expected):
 
 
 def test_hosts_that_differ_only_in_case_are_refused(write_inventory):
-    result = check(write_inventory, inventory=INVENTORY + "        GPU01:\n")
+    result = check(write_inventory, more_hosts="        GPU01:\n")
     assert result.exit_code == 2, result.output
     assert "host gpu01: differs from host GPU01 only in case" in result.output
 
