@@ -142,6 +142,46 @@ def test_munge_key_private_and_identical(cluster):
     assert len((secrets / "munge.key").read_bytes()) == 1024
 
 
+def _drift_state(cluster, computes: list[str]) -> dict[str, str]:
+    """What the drift test changes: slurm.conf, slurmd on the first compute node,
+    the MUNGE key on the last."""
+    return {
+        "slurm.conf": _ctl(cluster, "sha256sum /etc/slurm/slurm.conf").split()[0],
+        "slurmd": cluster.ssh(computes[0], "systemctl is-active slurmd.service", check=False).stdout.strip(),
+        "munge.key": cluster.ssh(computes[-1], "sha256sum /etc/munge/munge.key").stdout.split()[0],
+    }
+
+
+def test_plan_reports_every_drift_and_changes_nothing_then_deploy_repairs_it(cluster):
+    """Three drifts at once, in three plays: plan lists each (and its handlers
+    do not fail it), changes nothing; deploy repairs all three. Done well
+    inside SlurmdTimeout, so Slurm never marks the nodes down."""
+    computes = _computes(cluster)
+    first, last = computes[0], computes[-1]
+    key = _ctl(cluster, "sha256sum /etc/munge/munge.key").split()[0]
+    _ctl(cluster, "echo '# drift' >> /etc/slurm/slurm.conf")
+    cluster.ssh(first, "systemctl stop slurmd.service")
+    cluster.ssh(last, "head -c 1024 /dev/urandom > /etc/munge/munge.key")
+    drifted = _drift_state(cluster, computes)
+    assert drifted["slurmd"] != "active" and drifted["munge.key"] != key
+
+    plan = cluster.deepops("plan", "--json", timeout=1200)
+    assert plan.rc == 0, plan.stdout[-4000:] + plan.stderr[-4000:]
+    rows = plan.json()["hosts"]
+    assert "Slurm | Directories and configuration of slurmctld" in rows[CONTROLLER]["changed_tasks"], rows[CONTROLLER]
+    assert "Slurm | Enable and start slurmd" in rows[first]["changed_tasks"], rows[first]
+    assert "Munge | Install the cluster key" in rows[last]["changed_tasks"], rows[last]
+    assert _drift_state(cluster, computes) == drifted
+
+    deploy = cluster.deepops("deploy", "--json", timeout=1200)
+    assert deploy.rc == 0, deploy.stdout[-4000:] + deploy.stderr[-4000:]
+    repaired = _drift_state(cluster, computes)
+    assert repaired["slurm.conf"] != drifted["slurm.conf"] and "# drift" not in _ctl(cluster, "cat /etc/slurm/slurm.conf")
+    assert repaired["slurmd"] == "active" and repaired["munge.key"] == key
+    states = _ctl(cluster, "sinfo --noheader --Node --format='%N %t'")
+    assert all(line.split()[1] in ("idle", "mix", "alloc") for line in states.splitlines() if line.strip()), states
+
+
 def test_secrets_never_reach_run_artifacts(cluster):
     secrets = cluster.inventory_path.parent / "secrets"
     key = (secrets / "munge.key").read_bytes()
