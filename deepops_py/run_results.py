@@ -10,6 +10,8 @@ mention (the run was cancelled, or ansible-playbook died before the recap).
 
 from __future__ import annotations
 
+import re
+
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -114,6 +116,18 @@ def _failure_message(result: dict[str, Any]) -> str:
     return text if len(text) <= _MESSAGE_LIMIT else text[:_MESSAGE_LIMIT] + " [...]"
 
 
+_ANSI = re.compile(r"\x1b\[[0-9;]*m")
+
+
+def _changed(event: dict[str, Any], result: dict[str, Any]) -> bool:
+    """Whether a task changed its host. A no_log result reaches the events
+    censored to one key, without "changed"; the callback's line still says it
+    ("changed: [gpu02]"), and plan must list such a task (a replaced MUNGE key)."""
+    if "censored" in result and "changed" not in result:
+        return _ANSI.sub("", str(event.get("stdout") or "")).lstrip().startswith("changed:")
+    return bool(result.get("changed"))
+
+
 class EventCollector:
     """Accumulates per-host results from ansible-runner events (the event dicts its event_handler receives)."""
 
@@ -152,7 +166,7 @@ class EventCollector:
         result = data.get("res") or {}
         if kind == "runner_on_ok":
             host.ok += 1
-            if result.get("changed"):
+            if _changed(event, result):
                 host.changed += 1
                 if task not in host.changed_tasks:
                     host.changed_tasks.append(task)

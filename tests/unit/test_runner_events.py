@@ -158,3 +158,18 @@ def test_summary_names_nodes_that_need_a_reboot():
     text = out.getvalue()
     assert "Reboot required: gpu01, gpu02" in text
     assert "gpu02: driver 570 -> 580" in text
+
+
+def test_a_changed_no_log_task_is_listed_as_changed():
+    """Censored results carry no "changed"; the callback's line does (plan must
+    list a replaced MUNGE key, whose task is no_log)."""
+    censored = {"censored": "the output has been hidden due to the fact that 'no_log: true' was specified for this result"}
+    collector = EventCollector()
+    collector.handle({**event("runner_on_ok", "gpu02", "Munge | Install the cluster key", res=censored), "stdout": "changed: [gpu02]"})
+    collector.handle({**event("runner_on_ok", "gpu01", "Munge | Install the cluster key", res=censored), "stdout": "ok: [gpu01]"})
+    collector.handle({**event("runner_on_ok", "ctl01", "Munge | Install the cluster key", res=censored),
+                      "stdout": "\x1b[0;33mchanged: [ctl01]\x1b[0m"})
+    hosts = collector.host_results()
+    assert hosts["gpu02"].changed_tasks == ["Munge | Install the cluster key"] and hosts["gpu02"].changed == 1
+    assert hosts["gpu01"].changed_tasks == [] and hosts["gpu01"].changed == 0
+    assert hosts["ctl01"].changed_tasks == ["Munge | Install the cluster key"]
