@@ -17,7 +17,7 @@ import contextlib
 import io
 import re
 import sys
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -37,8 +37,6 @@ KNOWN_GROUPS = (CONTROLLER, COMPUTE, LOGIN, DBD, MONITORING)
 IMPLICIT_GROUPS = ("all", "ungrouped")
 # A host may not sit in both groups of a pair: each role assumes the host is its own.
 EXCLUSIVE_GROUPS = ((CONTROLLER, COMPUTE), (LOGIN, COMPUTE))
-
-_HOSTNAME_LABEL = re.compile(r"^(?!-)[A-Za-z0-9-]{1,63}(?<!-)$")
 
 
 @dataclass(frozen=True)
@@ -273,9 +271,8 @@ def _check_hostnames(path: Path, manager: Any) -> list[Problem]:
     return problems
 
 
-def is_valid_hostname(name: str) -> bool:
-    """RFC 1123 host name: Slurm NodeNames and /etc/hosts entries need one."""
-    return 0 < len(name) <= 253 and all(_HOSTNAME_LABEL.match(label) for label in name.split("."))
+# RFC 1123 host name: Slurm NodeNames and /etc/hosts entries need one.
+is_valid_hostname = value_rules.is_host_name
 
 
 def _check_vars_file_targets(read: inventory_files.InventoryFiles, manager: Any) -> list[Problem]:
@@ -408,28 +405,30 @@ def _check_host_rules(cluster: Cluster, known: Mapping[str, Any]) -> list[Proble
     """value_rules.host_rules on every host's variables over the roles' defaults; a
     group-wide problem is reported once, at its first host."""
     defaults = {name: spec.default for name, spec in known.items() if spec.default is not None}
+    return _once_per_problem(cluster, (
+        (name, found) for name, host in sorted(cluster.hosts.items())
+        for found in value_rules.host_rules({**defaults, **host.vars})
+    ))
+
+
+def _once_per_problem(cluster: Cluster, found: Iterable[tuple[str, tuple[str, str]]]) -> list[Problem]:
+    """Problems from (host, (key, message)) pairs in host order: a problem that a
+    group's variables cause on many hosts is reported once, at its first host."""
     problems = []
     seen: set[tuple[str, str]] = set()
-    for name, host in sorted(cluster.hosts.items()):
-        for key, message in value_rules.host_rules({**defaults, **host.vars}):
-            if (key, message) not in seen:
-                seen.add((key, message))
-                problems.append(Problem(str(cluster.inventory), f"host {name}", key, message))
+    for name, (key, message) in found:
+        if (key, message) not in seen:
+            seen.add((key, message))
+            problems.append(Problem(str(cluster.inventory), f"host {name}", key, message))
     return problems
 
 
 def _check_nvidia_compat(cluster: Cluster, known: Mapping[str, Any]) -> list[Problem]:
     """Problems for every host of a loaded cluster; ``known`` is schema.known_variables() (for defaults)."""
     defaults = {name: getattr(known.get(name), "default", None) for name in CHECKED_VARIABLES if name in known}
-    problems = []
-    seen: set[tuple[str, str]] = set()
-    for name, host in sorted(cluster.hosts.items()):
-        if COMPUTE not in host.groups:
-            continue  # the NVIDIA roles run on the GPU nodes only (playbooks/components/nvidia.yml)
-        merged = {**defaults, **{key: host.vars[key] for key in CHECKED_VARIABLES if key in host.vars}}
-        for key, message in _check_host_nvidia_vars(merged):
-            if (key, message) in seen:
-                continue  # the same group-wide combination is reported once, at its first host
-            seen.add((key, message))
-            problems.append(Problem(str(cluster.inventory), f"host {name}", key, message))
-    return problems
+    # The NVIDIA roles run on the GPU nodes only (playbooks/components/nvidia.yml).
+    computes = [(name, host) for name, host in sorted(cluster.hosts.items()) if COMPUTE in host.groups]
+    return _once_per_problem(cluster, (
+        (name, found) for name, host in computes
+        for found in _check_host_nvidia_vars({**defaults, **{key: host.vars[key] for key in CHECKED_VARIABLES if key in host.vars}})
+    ))

@@ -242,8 +242,7 @@ def check_variables(variables: Mapping[Any, Any], known: Mapping[str, VarSpec]) 
             continue
         problems.extend((name, message) for message in check_value(spec, value))
         problems.extend((name, message) for message in single_line_problems(value))
-        if not yaml_files.is_opaque(value):
-            problems.extend((name, message) for message in value_rules.check(name, value))
+        problems.extend((name, message) for message in value_rules.check(name, value))
     return problems
 
 

@@ -70,22 +70,27 @@ def _partition(item: Mapping[str, Any]) -> list[str]:
 
 
 def _proxy_url(value: Any) -> list[str]:
-    if isinstance(value, str) and value and not yaml_files.is_opaque(value) and not _PROXY_URL.fullmatch(value):
+    if isinstance(value, str) and value and not _PROXY_URL.fullmatch(value):
         return [f"{value!r} is not a proxy URL such as http://host:3142"]
     return []
 
 
+def is_host_name(value: str) -> bool:
+    """An RFC 1123 host name (dot-separated labels of at most 63 characters)."""
+    return 0 < len(value) <= 253 and all(_HOST_LABEL.fullmatch(label) for label in value.split("."))
+
+
 def is_host_address(value: str) -> bool:
-    """A host name (RFC 1123) or an IP address: what ssh gets as its target."""
+    """A host name or an IP address: what ssh gets as its target."""
     try:
         ipaddress.ip_address(value)
         return True
     except ValueError:
-        return 0 < len(value) <= 253 and all(_HOST_LABEL.fullmatch(label) for label in value.split("."))
+        return is_host_name(value)
 
 
 def _host_address(value: Any) -> list[str]:
-    if isinstance(value, str) and not yaml_files.is_opaque(value) and not is_host_address(value):
+    if isinstance(value, str) and not is_host_address(value):
         return [f"{value!r} is not a host name or an IP address"]
     return []
 
@@ -102,9 +107,10 @@ RULES: dict[str, Rule] = {
 
 
 def check(name: str, value: Any) -> list[str]:
-    """Messages for VALUE of the variable NAME (empty when it passes or has no rule)."""
+    """Messages for VALUE of the variable NAME (empty when it passes, has no
+    rule, or is known only at run time: a template, a vaulted value)."""
     rule = RULES.get(name)
-    return rule(value) if rule else []
+    return rule(value) if rule and not yaml_files.is_opaque(value) else []
 
 
 def host_rules(variables: Mapping[str, Any]) -> list[tuple[str, str]]:
@@ -112,7 +118,7 @@ def host_rules(variables: Mapping[str, Any]) -> list[tuple[str, str]]:
     problems = []
     qos = variables.get("slurm_qos")
     default = variables.get("slurm_default_qos")
-    if isinstance(qos, list) and isinstance(default, str) and "{{" not in default:
+    if isinstance(qos, list) and isinstance(default, str) and not yaml_files.is_opaque(default):
         names = [item.get("name") for item in qos if isinstance(item, Mapping)]
         if default not in names:
             problems.append(("slurm_default_qos", f"{default!r} is not one of slurm_qos ({', '.join(map(str, names)) or 'none'})"))
