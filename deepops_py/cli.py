@@ -16,7 +16,7 @@ import click
 from ansible_collections.deepops.cluster.plugins.module_utils import platforms
 
 from deepops_py import __version__
-from deepops_py.errors import DeepopsError, InputError
+from deepops_py.errors import DeepopsError, InputError, Problem
 
 CONTEXT_SETTINGS = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
 
@@ -103,8 +103,6 @@ def _parse_extra_vars(values: tuple[str, ...]) -> dict:
     stops here, before any host is contacted.
     """
     from ansible_collections.deepops.cluster.plugins.plugin_utils import schema
-
-    from deepops_py.errors import Problem
 
     result: dict = {}
     problems: list[Problem] = []

@@ -62,8 +62,7 @@ MAX_DEPTH = 64
 def load(path: Path) -> Any:
     """Parse one YAML file, or raise YamlFileError naming the line and column."""
     try:
-        if path.stat().st_size > MAX_BYTES:
-            raise YamlFileError(f"larger than {MAX_BYTES // (1024 * 1024)} MiB; not an inventory or vars file")
+        _check_size(path.stat().st_size)  # before reading it
         text = path.read_bytes().decode("utf-8")
     except OSError as error:
         raise YamlFileError(f"cannot read: {error.strerror}") from None
@@ -74,8 +73,7 @@ def load(path: Path) -> Any:
 
 def loads(text: str) -> Any:
     """Parse YAML text with the limits above, or raise YamlFileError."""
-    if len(text) > MAX_BYTES:
-        raise YamlFileError(f"larger than {MAX_BYTES // (1024 * 1024)} MiB; not an inventory or vars file")
+    _check_size(len(text))
     if text.lstrip().startswith(VAULT_FILE_HEADER):
         return Vaulted(text)
     loader = _AnsibleSafeLoader(text)
@@ -92,6 +90,11 @@ def loads(text: str) -> Any:
         raise YamlFileError(f"not valid YAML: {error}") from None
     finally:
         loader.dispose()
+
+
+def _check_size(size: int) -> None:
+    if size > MAX_BYTES:
+        raise YamlFileError(f"larger than {MAX_BYTES // (1024 * 1024)} MiB; not an inventory or vars file")
 
 
 def _check_node(root: yaml.Node) -> None:
