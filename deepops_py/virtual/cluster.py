@@ -137,6 +137,14 @@ def cluster_name() -> str:
     return name
 
 
+def _ready() -> None:
+    """Check the settings a user gives (cluster name, state directory) before the
+    Docker engine, so a wrong setting is exit 2 whether or not Docker runs."""
+    cluster_name()
+    paths.state_dir()
+    docker.ensure_engine()
+
+
 def _network() -> str:
     return f"{cluster_name()}-net"
 
@@ -167,7 +175,7 @@ def _progress(message: str) -> None:
 
 
 def status() -> ClusterState:
-    docker.ensure_engine()
+    _ready()
     network = _network()
     state = ClusterState(network=network if network in docker.networks(cluster_name()) else None)
     for container in docker.containers(cluster_name()):
@@ -212,7 +220,7 @@ def print_status(state: ClusterState) -> None:
 
 def up(spec: ClusterSpec) -> ClusterState:
     """Create, start or complete the cluster so it matches SPEC; safe to re-run."""
-    docker.ensure_engine()
+    _ready()
     _ensure_inotify_instances()
     files = _files()
     changes: list[str] = []
@@ -445,7 +453,7 @@ def _write_if_changed(path: Path, content: str, changes: list[str]) -> None:
 
 def down() -> Iterator[str]:
     """Remove this cluster's containers and network (by label), and the files 'up' wrote."""
-    docker.ensure_engine()
+    _ready()
     containers = [container["Name"].lstrip("/") for container in docker.containers(cluster_name())]
     for name in sorted(containers):
         docker.run(["rm", "-f", "-v", name])
