@@ -2,7 +2,8 @@
 accounting, QOS preemption and MUNGE, checked through Slurm's own commands.
 
 Self-sufficient: deploys first (whatever earlier modules did) and checks that a
-second deploy changes nothing. Tests run in file order on one cluster.
+deploy of the converged cluster changes nothing (test_foundation checks that
+plan then agrees). Tests run in file order on one cluster.
 """
 
 from __future__ import annotations
@@ -43,16 +44,15 @@ def _ctl(cluster, command: str, check: bool = True) -> str:
 def test_deploy_then_second_run_changes_nothing(cluster):
     first = cluster.deepops("deploy", "--json", timeout=2400)
     assert first.rc == 0, first.stdout[-4000:] + first.stderr[-4000:]
-    second = cluster.deepops("deploy", "--json", timeout=2400)
-    assert second.rc == 0, second.stderr[-4000:]
-    rows = second.json()["hosts"]
+    # After test_foundation the cluster is converged and this first run is
+    # itself the second one; run alone, it is a fresh deploy and needs another.
+    if any(row["changed"] for row in first.json()["hosts"].values()):
+        second = cluster.deepops("deploy", "--json", timeout=2400)
+        assert second.rc == 0, second.stderr[-4000:]
+        rows = second.json()["hosts"]
+    else:
+        rows = first.json()["hosts"]
     assert {host: row["changed"] for host, row in rows.items()} == {host: 0 for host in cluster.hosts}
-
-
-def test_plan_after_deploy_succeeds_and_changes_nothing(cluster):
-    result = cluster.deepops("plan", "--json", timeout=1200)
-    assert result.rc == 0, result.stderr[-4000:]
-    assert {host: row["changed"] for host, row in result.json()["hosts"].items()} == {host: 0 for host in cluster.hosts}
 
 
 def test_every_compute_idle_with_typed_gres(cluster):
