@@ -14,6 +14,7 @@ import re
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from ansible_collections.deepops.cluster.plugins.module_utils import mig_profiles
 from ansible_collections.deepops.cluster.plugins.plugin_utils import yaml_files
 
 # Slurm object names (QOS, accounts, partitions): letters, digits, _ . -,
@@ -95,6 +96,20 @@ def _host_address(value: Any) -> list[str]:
     return []
 
 
+def _mig_layout(value: Any) -> list[str]:
+    """The layout's form (named layout, or GPU index/all -> profiles); the model is checked per host."""
+    return mig_profiles.shape_problems(_concrete(value))
+
+
+def _concrete(value: Any) -> Any:
+    """VALUE with the parts only known at run time (templates, vaulted data) left out."""
+    if isinstance(value, Mapping):
+        return {key: _concrete(item) for key, item in value.items() if not yaml_files.is_opaque(item)}
+    if isinstance(value, list):
+        return [_concrete(item) for item in value if not yaml_files.is_opaque(item)]
+    return value
+
+
 RULES: dict[str, Rule] = {
     "slurm_realmemory_reserve_mb": _at_least(0),
     "slurm_qos": _items(_qos),
@@ -103,6 +118,8 @@ RULES: dict[str, Rule] = {
     "slurm_default_account": _slurm_name,
     "common_apt_proxy": _proxy_url,
     "ansible_host": _host_address,
+    "mig_layout": _mig_layout,
+    "mig_drain_timeout": _at_least(0),
 }
 
 
@@ -122,4 +139,23 @@ def host_rules(variables: Mapping[str, Any]) -> list[tuple[str, str]]:
         names = [item.get("name") for item in qos if isinstance(item, Mapping)]
         if default not in names:
             problems.append(("slurm_default_qos", f"{default!r} is not one of slurm_qos ({', '.join(map(str, names)) or 'none'})"))
+    problems.extend(("mig_layout", message) for message in _mig_layout_for_host(variables))
     return problems
+
+
+def _mig_layout_for_host(variables: Mapping[str, Any]) -> list[str]:
+    """mig_layout against the MIG tables of the host's slurm_gpu_type (every table when it is empty).
+
+    Only what the inventory shows: the GPU count is not known before the
+    hosts are, so GPU indexes are not range-checked here, and a type that
+    may be one of two models (a100: 40 or 80GB) passes a layout either
+    fits. A layout that is (partly) a template is left to run time, and one
+    of the wrong form was already reported where it is defined.
+    """
+    layout = variables.get("mig_layout")
+    gpu_type = variables.get("slurm_gpu_type")
+    if _concrete(layout) != layout or yaml_files.is_opaque(layout) or mig_profiles.shape_problems(layout):
+        return []
+    if not isinstance(gpu_type, str) or yaml_files.is_opaque(gpu_type):
+        gpu_type = None
+    return mig_profiles.offline_problems(layout, gpu_type or None)
