@@ -540,8 +540,9 @@ def virtual_status(models, as_json) -> None:
     from deepops_py.virtual import cluster, gpus
 
     if models:
+        width = max(map(len, gpus.MODELS))
         for name, model in sorted(gpus.MODELS.items()):
-            click.echo(f"{name:8} {model.description}")
+            click.echo(f"{name:{width}}  {model.description}")
         return
     state = cluster.status()
     if as_json:

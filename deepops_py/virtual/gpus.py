@@ -5,10 +5,15 @@ For a node with COUNT GPUs the recorded ``<gpu>`` elements are trimmed or
 repeated; each keeps its recorded content but gets its own minor number, PCI
 address, UUID and serial, derived deterministically from the node name and
 index so that re-running ``virtual up`` renders the same bytes.
+
+The marker file also carries each GPU's MIG profile table, taken from the
+collection's ``mig_profiles`` (the stand-in ``nvidia-smi`` runs inside the node
+and cannot import the collection): null for a GPU without MIG.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import difflib
 import hashlib
 import re
@@ -18,6 +23,8 @@ from collections import Counter
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
+
+from ansible_collections.deepops.cluster.plugins.module_utils import mig_profiles
 
 from deepops_py.errors import InputError
 
@@ -30,7 +37,7 @@ _UUID_NAMESPACE = uuid.UUID("6f1c1d2e-8a57-4c1b-9d0e-1d2f7e0a5b31")  # fixed: sa
 class Model:
     """A GPU model the virtual cluster can simulate, and the captures behind it."""
 
-    name: str  # the MODEL in --gpus MODEL:COUNT; also Slurm's GRES type
+    name: str  # the MODEL in --gpus MODEL:COUNT (Slurm's GRES type comes from the product name)
     description: str
     xml_fixture: str  # nvidia-smi -q -x capture
     topology_fixture: str  # nvidia-smi topo -m capture whose shape the topology follows
@@ -47,8 +54,16 @@ MODELS: dict[str, Model] = {
         ),
         Model(
             "a100",
-            "NVIDIA A100-SXM4-40GB, MIG off: recorded 1-GPU capture repeated; PCIe topology over 2 NUMA nodes",
+            "NVIDIA A100-SXM4-40GB, MIG off (can be enabled): recorded 1-GPU capture repeated; PCIe topology "
+            "over 2 NUMA nodes",
             "a100-sxm4-40gb-x1-nomig-driver570.xml",
+            "topo-pcie-rtx6000ada-x4-4nic-2numa-asus-esc8000a-e12.txt",
+        ),
+        Model(
+            "a100-80gb",
+            "NVIDIA A100-SXM4-80GB, MIG on, no instances yet: recorded 1-GPU capture repeated; PCIe topology "
+            "over 2 NUMA nodes",
+            "a100-sxm4-80gb-mig-4x1g20gb-driver535.xml",
             "topo-pcie-rtx6000ada-x4-4nic-2numa-asus-esc8000a-e12.txt",
         ),
         Model(
@@ -139,7 +154,8 @@ def render_query_xml(spec: GpuSpec, node: str) -> str:
         source = blocks[index % len(blocks)].group(0)
         old_bus_id = _tag_text(source, "pci_bus_id")
         bus_id = f"{old_bus_id[:9]}{buses[index]:02X}{old_bus_id[11:]}"
-        module = _tag_text(source, "module_id")
+        module_tag = "module_id" if "<module_id>" in source else "gpu_module_id"  # driver 535 names it so
+        module = _tag_text(source, module_tag)
         if index >= len(blocks) or module in used_modules:
             module = str(next(n for n in range(1, 10 * MAX_GPUS_PER_NODE) if str(n) not in used_modules))
         used_modules.add(module)
@@ -149,7 +165,7 @@ def render_query_xml(spec: GpuSpec, node: str) -> str:
         block = _set_tag(block, "minor_number", str(index))
         block = _set_tag(block, "uuid", gpu_uuid(node, index))
         block = _set_tag(block, "serial", _serial(node, index))
-        block = _set_tag(block, "module_id", module)
+        block = _set_tag(block, module_tag, module)
         rendered.append(block)
     header = _set_tag(header, "attached_gpus", str(spec.count))
     comment = (
@@ -162,7 +178,7 @@ def render_query_xml(spec: GpuSpec, node: str) -> str:
 
 
 def gpus_from_xml(xml_text: str) -> list[dict]:
-    """Per-GPU facts of a rendered XML, for the marker file and the stand-in's -L/--query-gpu."""
+    """Per-GPU facts of a rendered XML, for the marker file and the stand-in's -L/--query-gpu/-mig."""
     root = ET.fromstring(xml_text)
     gpus = []
     for gpu in root.findall("gpu"):
@@ -173,8 +189,31 @@ def gpus_from_xml(xml_text: str) -> list[dict]:
             "pci_bus_id": (gpu.findtext("pci/pci_bus_id") or "").strip(),
             "memory_total": (gpu.findtext("fb_memory_usage/total") or "").strip(),
             "serial": (gpu.findtext("serial") or "").strip(),
+            "persistence_mode": (gpu.findtext("persistence_mode") or "").strip(),
+            "mig": mig_table(gpu),
         })
     return gpus
+
+
+def mig_table(gpu: ET.Element) -> dict | None:
+    """What the stand-in needs to simulate MIG on one recorded GPU: its model's profile table
+    (``mig_profiles``), the recorded MIG mode it boots with and its BAR1 size; None without MIG."""
+    model = mig_profiles.model_for(product_name=(gpu.findtext("product_name") or "").strip())
+    if model is None:
+        return None
+    bar1 = re.match(r"\s*(\d+)", gpu.findtext("bar1_memory_usage/total") or "")
+    return {
+        "model": model.key,
+        "label": model.label,
+        "source": model.source,
+        "recorded_mode": "Enabled" if (gpu.findtext("mig_mode/current_mig") or "").strip() == "Enabled" else "Disabled",
+        "bar1_mib": int(bar1.group(1)) if bar1 else None,
+        "compute_slices": model.compute_slices,
+        "memory_slices": model.memory_slices,
+        "profiles": [
+            {**dataclasses.asdict(profile), "placements": list(profile.placements)} for profile in model.profiles
+        ],
+    }
 
 
 def marker(spec: GpuSpec, node: str, xml_text: str) -> dict:

@@ -63,6 +63,10 @@ def render_inventory(endpoints: Sequence[Endpoint], *, key_path: Path, known_hos
                 "dcgm_exporter_packages": [],
                 # Grafana's apt repository is not reachable from the test bed.
                 "grafana_enabled": False,
+                # The stand-in nvidia-smi's MIG minors file: /proc cannot be
+                # written in a container (real hosts keep the driver's
+                # /proc/driver/nvidia-caps/mig-minors).
+                "nvidia_mig_minors_path": "/run/deepops/simulated-gpus/mig-minors",
             },
             "hosts": hosts,
             "children": {

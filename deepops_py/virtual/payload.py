@@ -2,8 +2,10 @@
 
 They travel as one tar stream (``docker cp - NAME:/``), so a node is complete
 when systemd first boots it. Compute nodes get the simulated GPUs: the
-stand-in nvidia-smi, its rendered outputs, the stand-in dcgm-exporter, the marker file, and a oneshot
-unit that recreates /dev/nvidia* on every start.
+stand-in nvidia-smi, its rendered outputs, the stand-in dcgm-exporter, the marker file (with each
+GPU's MIG profile table), and a oneshot unit that recreates /dev/nvidia* on every start and resets
+the MIG state as a reboot does. The MIG state itself is not shipped: the stand-in creates it
+(/var/lib/deepops/simulated-gpus/mig-state.json) on first change.
 """
 
 from __future__ import annotations

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import importlib.machinery
+import importlib.util
 import io
 import json
 import subprocess
@@ -66,6 +68,12 @@ def test_inventory_groups_and_connection_vars(tmp_path):
     # what containers cannot do is switched off through ordinary role variables
     assert document["vars"]["slurm_proctrack_type"] == "proctrack/linuxproc"
     assert document["vars"]["nvidia_driver_enabled"] is False
+    # the stand-in nvidia-smi's MIG minors file, not the driver's /proc one
+    assert document["vars"]["nvidia_mig_minors_path"] == "/run/deepops/simulated-gpus/mig-minors"
+    loader = importlib.machinery.SourceFileLoader("stand_in", str(payload.DATA_DIR / "nvidia-smi"))
+    stand_in = importlib.util.module_from_spec(importlib.util.spec_from_loader(loader.name, loader))
+    loader.exec_module(stand_in)
+    assert stand_in.MIG_MINORS == document["vars"]["nvidia_mig_minors_path"]
     children = document["children"]
     for group in ("slurm_controller", "slurm_login", "monitoring"):
         assert list(children[group]["hosts"]) == ["ctl01"]

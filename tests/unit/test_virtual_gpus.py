@@ -147,3 +147,34 @@ def test_a100_topology_is_pcie_over_two_numa_nodes():
     assert [cell.strip() for cell in rows[0][1:9]] == ["X"] + ["NODE"] * 3 + ["SYS"] * 4
     _, rows = _parse_topology(gpus.render_topology(GpuSpec("h100", 2)))
     assert [[cell for cell in row[3:] if cell][1] for row in rows] == ["0", "1"]
+
+
+def test_marker_carries_each_gpus_mig_table():
+    expected = {"a100": "a100-40gb", "a100-80gb": "a100-80gb", "h100": "h100-80gb", "l40s": None}
+    for model, mig_model in expected.items():
+        spec = GpuSpec(model, 2)
+        marker = gpus.marker(spec, "gpu01", gpus.render_query_xml(spec, "gpu01"))
+        tables = [gpu["mig"] for gpu in marker["gpus"]]
+        if mig_model is None:
+            assert tables == [None, None]
+            continue
+        assert {table["model"] for table in tables} == {mig_model}
+        table = tables[0]
+        assert table["source"] and table["bar1_mib"] in (65536, 131072)
+        profile = table["profiles"][0]
+        assert set(profile) >= {"name", "profile_id", "placements", "placement_size", "max_instances",
+                                "multiprocessors", "memory_mib", "copy_engines", "decoders", "encoders", "jpeg", "ofa"}
+        assert isinstance(profile["placements"], list)  # JSON, read by the stand-in inside the node
+    recorded = {model: gpus.marker(GpuSpec(model, 1), "n", gpus.render_query_xml(GpuSpec(model, 1), "n"))["gpus"][0]
+                ["mig"]["recorded_mode"] for model in ("a100", "a100-80gb", "h100")}
+    assert recorded == {"a100": "Disabled", "a100-80gb": "Enabled", "h100": "Disabled"}
+
+
+def test_a100_80gb_model_renders_the_mig_capture_with_new_identities():
+    text = gpus.render_query_xml(GpuSpec("a100-80gb", 4), "gpu02")
+    root = ET.fromstring(text)
+    elements = root.findall("gpu")
+    assert {gpu.findtext("product_name") for gpu in elements} == {"NVIDIA A100-SXM4-80GB"}
+    assert len({gpu.findtext("gpu_module_id") for gpu in elements}) == 4  # driver 535's name for module_id
+    assert text.startswith('<?xml version="1.0" encoding="UTF-8"?>')  # the capture's quirk is kept
+    assert "MIG on" in gpus.MODELS["a100-80gb"].description
