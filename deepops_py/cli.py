@@ -16,7 +16,7 @@ import click
 from ansible_collections.deepops.cluster.plugins.module_utils import platforms
 
 from deepops_py import __version__
-from deepops_py.errors import DeepopsError, InputError, Problem
+from deepops_py.errors import DeepopsError, InputError, Interrupted, Problem
 
 CONTEXT_SETTINGS = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
 
@@ -55,6 +55,14 @@ def forks_option(func):
     return click.option("--forks", "-f", type=click.IntRange(1, 500), default=None, help="Parallel hosts (default 20).")(func)
 
 
+def wait_option(func):
+    return click.option(
+        "--wait",
+        is_flag=True,
+        help="If another deepops run holds this inventory, wait for it to end (default: exit 75 naming that run).",
+    )(func)
+
+
 def playbook_options(func):
     """Options of every command that runs a playbook (deploy, plan)."""
     decorators = [
@@ -64,6 +72,7 @@ def playbook_options(func):
         click.option("--skip-tags", metavar="T", help="Skip tasks with these tags (comma-separated)."),
         extra_vars_option,
         forks_option,
+        wait_option,
         json_option,
     ]
     for decorator in reversed(decorators):
@@ -84,9 +93,9 @@ def handle_errors(func):
                 raise
             click.echo(f"Error: {error.render()}", err=True)
             ctx.exit(error.exit_code)
-        except KeyboardInterrupt:
+        except KeyboardInterrupt as stop:
             click.echo("Interrupted.", err=True)
-            ctx.exit(130)
+            ctx.exit(stop.exit_code if isinstance(stop, Interrupted) else 130)
 
     return wrapper
 
@@ -232,7 +241,7 @@ def check(inventory, no_ssh, limit, forks, timeout, as_json) -> None:
         sys.exit(1)
 
 
-def _run_playbook_command(command: str, *, check_mode: bool, inventory, limit, tags, skip_tags, extra_vars, forks, as_json):
+def _run_playbook_command(command: str, *, check_mode: bool, inventory, limit, tags, skip_tags, extra_vars, forks, wait, as_json):
     from deepops_py import inventory as inv
     from deepops_py import runner
 
@@ -251,6 +260,7 @@ def _run_playbook_command(command: str, *, check_mode: bool, inventory, limit, t
         check=check_mode,
         diff=check_mode,
         inventory_hosts=tuple(cluster.hosts),
+        wait_for_lock=wait,
     )
     _finish_run(runner.run_playbook(request, json_output=as_json), as_json)
 
@@ -270,7 +280,7 @@ def _finish_run(result, as_json: bool) -> None:
 @main.command(context_settings=CONTEXT_SETTINGS)
 @playbook_options
 @handle_errors
-def deploy(inventory, limit, tags, skip_tags, extra_vars, forks, as_json) -> None:
+def deploy(inventory, limit, tags, skip_tags, extra_vars, forks, wait, as_json) -> None:
     """Validate the inventory, then configure every host (playbooks/site.yml).
 
     Shows live progress per host and ends with a per-host summary. Artifacts
@@ -285,14 +295,14 @@ def deploy(inventory, limit, tags, skip_tags, extra_vars, forks, as_json) -> Non
     """
     _run_playbook_command(
         "deploy", check_mode=False, inventory=inventory, limit=limit, tags=tags,
-        skip_tags=skip_tags, extra_vars=extra_vars, forks=forks, as_json=as_json,
+        skip_tags=skip_tags, extra_vars=extra_vars, forks=forks, wait=wait, as_json=as_json,
     )
 
 
 @main.command(context_settings=CONTEXT_SETTINGS)
 @playbook_options
 @handle_errors
-def plan(inventory, limit, tags, skip_tags, extra_vars, forks, as_json) -> None:
+def plan(inventory, limit, tags, skip_tags, extra_vars, forks, wait, as_json) -> None:
     """Show what deploy would change, per host, without changing anything.
 
     Runs the site playbook in Ansible's check and diff mode.
@@ -304,7 +314,7 @@ def plan(inventory, limit, tags, skip_tags, extra_vars, forks, as_json) -> None:
     """
     _run_playbook_command(
         "plan", check_mode=True, inventory=inventory, limit=limit, tags=tags,
-        skip_tags=skip_tags, extra_vars=extra_vars, forks=forks, as_json=as_json,
+        skip_tags=skip_tags, extra_vars=extra_vars, forks=forks, wait=wait, as_json=as_json,
     )
 
 
@@ -361,9 +371,10 @@ def _validate_help() -> str:
     type=click.Path(dir_okay=False, writable=True, path_type=Path),
     help="Also write the results as JUnit XML to FILE.",
 )
+@wait_option
 @json_option
 @handle_errors
-def validate(inventory, skip, extra_vars, junit_file, as_json) -> None:
+def validate(inventory, skip, extra_vars, junit_file, wait, as_json) -> None:
     """Check that the deployed Slurm cluster works (help: _validate_help, built from the check list)."""
     from deepops_py import inventory as inv
     from deepops_py import reports, runner, validate as validation
@@ -374,7 +385,7 @@ def validate(inventory, skip, extra_vars, junit_file, as_json) -> None:
     _say_inventory(source)
     cluster = inv.load_cluster(source.path)  # validation first: bad input touches no host
     report, result = validation.run_validation(
-        cluster, skip=tuple(skip), extra_vars=_parse_extra_vars(extra_vars), json_output=as_json
+        cluster, skip=tuple(skip), extra_vars=_parse_extra_vars(extra_vars), wait=wait, json_output=as_json
     )
     if junit_file is not None:
         try:
@@ -407,9 +418,10 @@ def node() -> None:
 @inventory_option
 @extra_vars_option
 @forks_option
+@wait_option
 @json_option
 @handle_errors
-def node_add(hosts, inventory, extra_vars, forks, as_json) -> None:
+def node_add(hosts, inventory, extra_vars, forks, wait, as_json) -> None:
     """Configure new compute nodes, then update and reconfigure the controller.
 
     Add each HOST to slurm_compute in the inventory first. Runs
@@ -433,7 +445,8 @@ def node_add(hosts, inventory, extra_vars, forks, as_json) -> None:
     variables = _parse_extra_vars(extra_vars)
     new_hosts = nodes.check_new_hosts(cluster, hosts)  # before anything runs: exit 2 touches nothing
     click.echo(f"Adding {', '.join(new_hosts)}; running on: {', '.join(nodes.target_hosts(cluster, new_hosts))}", err=True)
-    _finish_run(nodes.add_nodes(cluster, new_hosts, extra_vars=variables, forks=forks, json_output=as_json), as_json)
+    result = nodes.add_nodes(cluster, new_hosts, extra_vars=variables, forks=forks, wait=wait, json_output=as_json)
+    _finish_run(result, as_json)
 
 
 @main.group(context_settings=CONTEXT_SETTINGS, invoke_without_command=True)

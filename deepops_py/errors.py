@@ -12,8 +12,9 @@ from ansible_collections.deepops.cluster.plugins.plugin_utils.problems import Pr
 EXIT_OK = 0
 EXIT_FAILURE = 1  # a host problem or a failed run
 EXIT_INVALID_INPUT = 2  # nothing was touched
+EXIT_BUSY = 75  # another run holds the inventory's lock (sysexits' EX_TEMPFAIL: try again later)
 
-__all__ = ["EXIT_FAILURE", "EXIT_INVALID_INPUT", "EXIT_OK", "DeepopsError", "InputError", "Problem"]
+__all__ = ["EXIT_BUSY", "EXIT_FAILURE", "EXIT_INVALID_INPUT", "EXIT_OK", "DeepopsError", "InputError", "Interrupted", "Problem"]
 
 
 class DeepopsError(Exception):
@@ -38,3 +39,16 @@ class InputError(DeepopsError):
     """Invalid input (inventory, options, variables): exit 2, no host touched."""
 
     exit_code = EXIT_INVALID_INPUT
+
+
+class Interrupted(KeyboardInterrupt):
+    """A run stopped by SIGINT, SIGTERM or SIGHUP, after its children were
+    ended; the command exits 128 + the signal's number, as a shell reports it."""
+
+    def __init__(self, signum: int):
+        super().__init__(signum)
+        self.signum = signum
+
+    @property
+    def exit_code(self) -> int:
+        return 128 + self.signum

@@ -18,7 +18,7 @@ from pathlib import Path
 
 from deepops_py import paths
 from deepops_py.errors import InputError
-from deepops_py.run_results import RUN_FILE, STATUS_INTERRUPTED, STATUS_RUNNING, RunResult
+from deepops_py.run_results import RUN_FILE, STATUS_INTERRUPTED, STATUS_RUNNING, EventCollector, RunResult
 
 _MAX_LISTED_IDS = 20
 
@@ -176,8 +176,29 @@ def load_run(run_id: str) -> RunResult:
         candidates = ", ".join(str(data["run_id"]) for data in matches)
         raise InputError(f"Run id {run_id!r} is ambiguous; it matches: {candidates}")
     data = dict(matches[0])
+    recorded = str(data.get("status") or STATUS_RUNNING)
     data["status"] = _effective_status(data)
-    return RunResult.from_dict(data)
+    result = RunResult.from_dict(data)
+    if recorded == STATUS_RUNNING and result.status == STATUS_INTERRUPTED:
+        _replay_events(result)
+    return result
+
+
+def _replay_events(result: RunResult) -> None:
+    """A run whose process died (SIGKILL, a crash) never wrote its results:
+    rebuild them from the job events ansible-runner stored as the run went."""
+    collector = EventCollector()
+    events = Path(result.artifacts) / "job_events"
+    for path in sorted(events.glob("*.json"), key=lambda path: int(path.name.split("-", 1)[0] or 0)):
+        try:
+            collector.handle(json.loads(path.read_text()))
+        except (OSError, ValueError):
+            continue  # the event being written when the process died
+    result.hosts = collector.host_results()
+    result.error = (
+        "interrupted: its process ended before the run finished (killed, or the machine went down); "
+        f"the counts are what its {sum(1 for _ in events.glob('*.json'))} job events recorded"
+    )
 
 
 def _local_time(iso: str) -> str:

@@ -58,7 +58,9 @@ def target_hosts(cluster: Cluster, hosts: list[str]) -> list[str]:
     return list(dict.fromkeys([*hosts, *cluster.groups.get(CONTROLLER, []), *dbd]))
 
 
-def build_request(cluster: Cluster, hosts, *, extra_vars: dict[str, Any] | None = None, forks: int | None = None):
+def build_request(
+    cluster: Cluster, hosts, *, extra_vars: dict[str, Any] | None = None, forks: int | None = None, wait: bool = False
+):
     from deepops_py import runner
 
     new_hosts = check_new_hosts(cluster, hosts)
@@ -69,12 +71,13 @@ def build_request(cluster: Cluster, hosts, *, extra_vars: dict[str, Any] | None 
         extra_vars={**(extra_vars or {}), NEW_NODES_VAR: new_hosts},
         forks=forks,
         inventory_hosts=tuple(cluster.hosts),
+        wait_for_lock=wait,
     )
 
 
-def add_nodes(cluster: Cluster, hosts, *, extra_vars=None, forks=None, json_output: bool = False):
+def add_nodes(cluster: Cluster, hosts, *, extra_vars=None, forks=None, wait: bool = False, json_output: bool = False):
     """Validate the hosts, then run add_node.yml for them; returns the RunResult."""
     from deepops_py import runner
 
-    request = build_request(cluster, hosts, extra_vars=extra_vars, forks=forks)
+    request = build_request(cluster, hosts, extra_vars=extra_vars, forks=forks, wait=wait)
     return runner.run_playbook(request, json_output=json_output)

@@ -21,6 +21,7 @@ import os
 import secrets
 import shlex
 import shutil
+import signal
 import socket
 import sys
 import tempfile
@@ -33,8 +34,8 @@ from typing import Any
 
 import ansible_runner
 
-from deepops_py import history, paths
-from deepops_py.errors import DeepopsError, InputError
+from deepops_py import history, locks, paths
+from deepops_py.errors import DeepopsError, InputError, Interrupted
 from deepops_py.progress import ProgressView, make_progress
 from deepops_py.run_results import (
     RUN_FILE,
@@ -80,6 +81,8 @@ class RunRequest:
     # summary leaves out the implicit localhost of the validation play unless
     # something went wrong there.
     inventory_hosts: tuple[str, ...] = ()
+    # Another run holds the inventory's lock: wait for it (--wait) instead of exiting.
+    wait_for_lock: bool = False
 
     def resolved_content_dir(self) -> Path:
         if self.content_dir is not None:
@@ -202,29 +205,77 @@ def _cmdline(request: RunRequest, extra_vars_file: Path | None) -> str | None:
     return shlex.join(args) if args else None
 
 
-def _run_until_done(runner: ansible_runner.Runner, cancel: threading.Event) -> None:
-    """Run on a worker thread so Ctrl-C lands here, in the main thread, and cancels the run cleanly."""
-    failure: list[BaseException] = []
+# The signals that end a run early. Each ends ansible-playbook, its workers
+# and their commands before deepops exits; the default SIGTERM/SIGHUP actions
+# (and ansible-runner's cancel alone) would leave workers orphaned.
+_STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+
+
+def _run_until_done(runner: ansible_runner.Runner, cancel: threading.Event, errors: list[BaseException]) -> None:
+    """Run on a worker thread; a stop signal only sets CANCEL, and the run ends
+    through ansible-runner's cancel, so there is no moment at which deepops can
+    exit with ansible-playbook still running. Raises Interrupted afterwards."""
+    received: list[int] = []
 
     def target() -> None:
         try:
             runner.run()
         except BaseException as error:  # handed to the main thread below
-            failure.append(error)
+            errors.append(error)
 
+    def on_signal(signum: int, _frame: Any) -> None:
+        received.append(signum)
+        cancel.set()
+        _end_descendants()
+
+    previous = {}
+    if threading.current_thread() is threading.main_thread():
+        previous = {signum: signal.signal(signum, on_signal) for signum in _STOP_SIGNALS}
     worker = threading.Thread(target=target, name="deepops-ansible-runner", daemon=True)
-    worker.start()
-    interrupted = False
-    while worker.is_alive():
-        try:
+    try:
+        worker.start()
+        while worker.is_alive():
             worker.join(0.2)
-        except KeyboardInterrupt:
-            interrupted = True
-            cancel.set()  # ansible-runner kills ansible-playbook and reports status "canceled"
-    if failure:
-        raise DeepopsError(f"ansible-runner failed: {failure[0]}") from failure[0]
-    if interrupted:
-        raise KeyboardInterrupt
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
+        if errors:
+            _end_descendants()
+    if errors:
+        raise DeepopsError(f"ansible-runner failed: {errors[0]}") from errors[0]
+    if received:
+        raise Interrupted(received[0])
+
+
+def _descendants(root: int) -> list[int]:
+    """Every process below ROOT, by the parent links in /proc, parents first."""
+    children: dict[int, list[int]] = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            parent = int(stat.read_text().rsplit(")", 1)[1].split()[1])
+        except (OSError, IndexError, ValueError):
+            continue  # gone meanwhile
+        children.setdefault(parent, []).append(int(stat.parent.name))
+    found: list[int] = []
+    todo = [root]
+    while todo:
+        for child in children.get(todo.pop(), []):
+            found.append(child)
+            todo.append(child)
+    return found
+
+
+def _end_descendants() -> None:
+    """SIGKILL every process below this one. ansible-playbook runs in a session
+    of its own and each of its workers starts another (setsid), so neither a
+    terminal's signal nor ansible-runner's kill of ansible-playbook's process
+    group reaches the workers and the commands they run. All are found before
+    any is killed: a killed parent's children move to init and out of sight."""
+    for pid in _descendants(os.getpid()):
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except OSError:
+            pass  # already gone
 
 
 def run_playbook(
@@ -235,9 +286,12 @@ def run_playbook(
 ) -> RunResult:
     """Run one playbook through ansible-runner; return per-host results and keep the run's artifacts.
 
+    Holds the inventory's lock for the run (``locks``): another run on it
+    means exit EXIT_BUSY, or waiting with ``request.wait_for_lock``.
     Never raises for host failures: they are in the result (``result.ok``).
-    Raises DeepopsError when the run cannot start, KeyboardInterrupt (after
-    recording the run as interrupted) when the user presses Ctrl-C.
+    Raises DeepopsError when the run cannot start, Interrupted (after stopping
+    ansible-playbook and recording the run as interrupted) on SIGINT, SIGTERM
+    or SIGHUP.
     """
     ansible_cfg = request.ansible_cfg()
     env = build_env(ansible_cfg)
@@ -245,7 +299,13 @@ def run_playbook(
     if request.inventory_hosts:
         env["DEEPOPS_INVENTORY_CHECKED"] = str(Path(request.inventory).absolute())
     keep = history.runs_keep()  # a bad $DEEPOPS_RUNS_KEEP stops here, before the run is recorded
+    with locks.inventory_lock(request.inventory, request.command, wait=request.wait_for_lock) as lock:
+        return _run_locked(request, env, playbook, binary, keep, lock, json_output, progress)
+
+
+def _run_locked(request, env, playbook, binary, keep, lock, json_output, progress) -> RunResult:
     run_id, run_dir = _new_run_dir(request.command)
+    lock.record_run(run_id)
     started = _now()
     result = RunResult(
         run_id=run_id,
@@ -270,15 +330,23 @@ def run_playbook(
     # with --json, stdout carries only the final JSON; stderr gets plain lines, never terminal redraws
     view = progress or make_progress(check_mode=request.check, title=f"{request.command} {run_id}", plain=json_output)
     cancel = threading.Event()
+    errors: list[BaseException] = []
 
     def on_event(event: dict[str, Any]) -> bool:
-        collector.handle(event)
-        view.handle(event)
+        # An exception here would leave ansible-runner without stopping the
+        # child: record it and cancel the run instead.
+        try:
+            collector.handle(event)
+            view.handle(event)
+        except Exception as error:  # noqa: BLE001 - reported once the run has stopped
+            errors.append(error)
+            cancel.set()
+            _end_descendants()
         return True  # keep ansible-runner's job_events/ artifacts
 
     extra_vars_file = _extra_vars_file(request.extra_vars)
     clock = time.monotonic()
-    interrupted = False
+    interrupted: Interrupted | None = None
     try:
         config = ansible_runner.RunnerConfig(
             private_data_dir=str(run_dir),
@@ -305,9 +373,9 @@ def run_playbook(
         runner = ansible_runner.Runner(config, event_handler=on_event, cancel_callback=cancel.is_set)
         view.start()
         try:
-            _run_until_done(runner, cancel)
-        except KeyboardInterrupt:
-            interrupted = True
+            _run_until_done(runner, cancel, errors)
+        except Interrupted as stop:
+            interrupted = stop
         finally:
             view.stop()
     except (ansible_runner.ConfigurationError, DeepopsError) as error:
@@ -325,9 +393,11 @@ def run_playbook(
     result.data = collector.artifact_data
     result.status = final_status(runner_status=result.runner_status, rc=result.rc, hosts=result.hosts)
     result.error = _run_error(result, collector)
+    if interrupted:
+        result.error = f"interrupted by {signal.Signals(interrupted.signum).name}: ansible-playbook was stopped"
     write_run_file(run_dir, result)
     if interrupted:
-        raise KeyboardInterrupt
+        raise interrupted
     return result
 
 
@@ -368,6 +438,8 @@ def print_summary(result: RunResult, console=None) -> None:
         )
     if result.hosts:
         console.print(table)
+    elif result.status == STATUS_INTERRUPTED:
+        console.print("No task had finished when the run was interrupted.")
     else:
         console.print("No host ran any task (no hosts matched?).")
     # long task names and messages go below the table, where they stay readable at any width

@@ -18,7 +18,14 @@ from deepops_py.inventory import COMPUTE, CONTROLLER, Cluster
 PLAYBOOK = "validate.yml"
 
 
-def build_request(cluster: Cluster, *, skip: tuple[str, ...] = (), extra_vars: dict[str, Any] | None = None, forks: int | None = None):
+def build_request(
+    cluster: Cluster,
+    *,
+    skip: tuple[str, ...] = (),
+    extra_vars: dict[str, Any] | None = None,
+    forks: int | None = None,
+    wait: bool = False,
+):
     """The run request: the whole cluster, the skipped checks as ``validate_skip`` (the role's argument)."""
     from deepops_py import runner
 
@@ -37,6 +44,7 @@ def build_request(cluster: Cluster, *, skip: tuple[str, ...] = (), extra_vars: d
         extra_vars=variables,
         forks=forks,
         inventory_hosts=tuple(cluster.hosts),
+        wait_for_lock=wait,
     )
 
 
@@ -45,12 +53,13 @@ def run_validation(
     *,
     skip: tuple[str, ...] = (),
     extra_vars: dict[str, Any] | None = None,
+    wait: bool = False,
     json_output: bool = False,
 ) -> tuple[reports.ValidationReport, Any]:
     """Run the checks; return the report and the run's result (for its per-host summary)."""
     from deepops_py import runner
 
-    request = build_request(cluster, skip=skip, extra_vars=extra_vars)
+    request = build_request(cluster, skip=skip, extra_vars=extra_vars, wait=wait)
     result = runner.run_playbook(request, json_output=json_output)
     skipped = tuple(name for name in reports.SKIPPABLE_CHECKS if name in request.extra_vars["validate_skip"])
     return reports.report_from_run(result, skipped), result

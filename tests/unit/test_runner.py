@@ -14,6 +14,7 @@ import signal
 import subprocess
 import sys
 import textwrap
+import time
 from pathlib import Path
 
 import pytest
@@ -250,13 +251,25 @@ def test_missing_ansible_playbook_is_a_clear_error(workspace, monkeypatch, tmp_p
         runner.run_playbook(_request(workspace), progress=SilentProgress())
 
 
-def test_ctrl_c_cancels_and_records_interrupted(workspace):
-    tmp_path, content, inventory, _ = workspace
+def _processes_with(text: str) -> list[str]:
+    found = []
+    for cmdline in Path("/proc").glob("[0-9]*/cmdline"):
+        try:
+            args = cmdline.read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:
+            continue
+        if text in args:
+            found.append(f"{cmdline.parent.name}: {args}")
+    return found
+
+
+def _slow_run_script(workspace, seconds: str) -> str:
+    _, content, inventory, _ = workspace
     (content / "playbooks" / "slow.yml").write_text(
-        "- name: Slow\n  hosts: first\n  gather_facts: false\n  tasks:\n"
-        "    - name: Sleep\n      ansible.builtin.command: sleep 15\n"
+        "- name: Slow\n  hosts: all\n  gather_facts: false\n  tasks:\n"
+        f"    - name: Sleep\n      ansible.builtin.command: sleep {seconds}\n"
     )
-    script = textwrap.dedent(
+    return textwrap.dedent(
         f"""
         import signal, sys
         signal.signal(signal.SIGINT, signal.default_int_handler)
@@ -267,19 +280,87 @@ def test_ctrl_c_cancels_and_records_interrupted(workspace):
                                     content_dir=Path({str(content)!r}))
         try:
             runner.run_playbook(request, progress=PlainProgress(sys.stdout))
-        except KeyboardInterrupt:
-            print("INTERRUPTED", flush=True)
+        except KeyboardInterrupt as stop:
+            print("INTERRUPTED", getattr(stop, "exit_code", None), flush=True)
         """
     )
-    process = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True)
+
+
+def test_an_exception_while_handling_events_ends_every_child(workspace, monkeypatch):
+    seconds = f"39.{os.getpid() % 1000:03d}"
+    script = _slow_run_script(workspace, seconds).replace(
+        "from deepops_py.progress import PlainProgress",
+        "from deepops_py.progress import PlainProgress\n"
+        "from deepops_py import run_results\n"
+        "handle = run_results.EventCollector.handle\n"
+        "def broken(self, event):\n"
+        "    if event.get('event') == 'runner_on_start':\n"
+        "        import time; time.sleep(1); raise RuntimeError('broken event handling')\n"
+        "    return handle(self, event)\n"
+        "run_results.EventCollector.handle = broken",
+    ).replace("except KeyboardInterrupt as stop:", "except Exception as stop:")
+    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60)
+    assert "INTERRUPTED 1" in result.stdout, result.stdout + result.stderr  # DeepopsError: exit 1
+    assert _processes_with(f"sleep {seconds}") == [] and _processes_with("slow.yml") == []
+
+
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM, signal.SIGHUP])
+def test_a_stop_signal_ends_every_child_and_records_interrupted(workspace, signum):
+    # A sleep no other test runs: whatever is left of this run is found by it.
+    seconds = f"{40 + signum}.{os.getpid() % 1000:03d}"
+    process = subprocess.Popen(
+        [sys.executable, "-c", _slow_run_script(workspace, seconds)], stdout=subprocess.PIPE, text=True
+    )
     for line in process.stdout:
         if "task: Sleep" in line:
             break
-    process.send_signal(signal.SIGINT)
+    for _ in range(100):  # until both hosts' sleep has started
+        if len(_processes_with(f"sleep {seconds}")) >= 2:
+            break
+        time.sleep(0.1)
+    assert _processes_with("slow.yml") and _processes_with(f"sleep {seconds}")
+    process.send_signal(signum)
     output, _ = process.communicate(timeout=30)
 
-    assert "INTERRUPTED" in output
+    assert f"INTERRUPTED {128 + signum}" in output
+    assert _processes_with(f"sleep {seconds}") == [] and _processes_with("slow.yml") == []
     [record] = history.list_runs()
     assert record.result == "interrupted"
     loaded = history.load_run(record.id)
     assert loaded.status == "interrupted" and not loaded.ok
+    assert loaded.error == f"interrupted by {signal.Signals(signum).name}: ansible-playbook was stopped"
+
+
+def test_runs_show_after_sigkill_shows_what_the_events_recorded(workspace):
+    from click.testing import CliRunner
+
+    from deepops_py.cli import main
+
+    seconds = f"38.{os.getpid() % 1000:03d}"
+    _, content, _, _ = workspace
+    script = _slow_run_script(workspace, seconds)
+    (content / "playbooks" / "slow.yml").write_text(
+        "- name: Slow\n  hosts: all\n  gather_facts: false\n  tasks:\n"
+        "    - name: Quick\n      ansible.builtin.command: 'true'\n      changed_when: false\n"
+        f"    - name: Sleep\n      ansible.builtin.command: sleep {seconds}\n"
+    )
+    process = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True)
+    try:
+        for line in process.stdout:
+            if "task: Sleep" in line:
+                break
+        time.sleep(1)
+        process.kill()  # SIGKILL: deepops cannot record anything
+        process.wait(timeout=10)
+    finally:
+        for leftover in _processes_with(f"sleep {seconds}") + _processes_with("slow.yml"):
+            os.kill(int(leftover.split(":")[0]), signal.SIGKILL)  # orphans a SIGKILL leaves by nature
+
+    [record] = history.list_runs()
+    loaded = history.load_run(record.id)
+    assert loaded.status == "interrupted"
+    assert {name: host.ok for name, host in loaded.hosts.items()} == {"first": 1, "second": 1}
+    assert loaded.error.startswith("interrupted: its process ended before the run finished")
+    shown = CliRunner().invoke(main, ["runs", "show", record.id])
+    assert "No host ran any task" not in shown.output
+    assert "first" in shown.output and "second" in shown.output and "interrupted" in shown.output
