@@ -2,8 +2,12 @@
 
 ``slurm_node_facts``  {host: ansible_facts} -> {host: compact node record}
 ``slurm_node_lines``  records -> ``NodeName=gpu[01-16] CPUs=... Gres=gpu:h100:8`` lines
-``slurm_gres_lines``  records -> ``NodeName=gpu[01-16] Name=gpu Type=h100 File=/dev/nvidia[0-7]``
-``slurm_default_partitions``  records -> one partition per GPU type plus ``all``
+                      (MIG devices by profile: ``Gres=gpu:h100:4,gpu:1g.10gb:7``)
+``slurm_gres_lines``  records -> ``NodeName=gpu[01-16] Name=gpu Type=h100 File=/dev/nvidia[0-7]``,
+                      and one ``Name=gpu Type=1g.10gb MultipleFiles=...`` line per MIG device
+``slurm_default_partitions``  records (+ MIG partitions or not) -> one partition per GPU model
+                      (and per MIG profile) plus ``all``
+``slurm_accounting_tres``  records -> ``gres/gpu,gres/gpu:1g.10gb,gres/gpu:h100``
 ``slurm_partition_lines``  partition dicts -> ``PartitionName=...`` lines
 ``slurm_conf_lines``  {key: value} -> ``Key=value`` lines (lists joined with commas)
 ``slurm_qos_changes``  wanted QOS + ``sacctmgr show qos`` -> what to add and modify
@@ -26,6 +30,7 @@ _FILTERS = (
     "slurm_node_lines",
     "slurm_gres_lines",
     "slurm_default_partitions",
+    "slurm_accounting_tres",
     "slurm_partition_lines",
     "slurm_conf_lines",
     "slurm_qos_changes",

@@ -23,10 +23,14 @@ __all__ = [
     "absent_facts",
     "build_facts",
     "gpu_facts",
+    "MIG_CAPS_DIR",
+    "MIG_MINORS_PATH",
     "infer_mig_profile",
+    "mig_active",
     "normalize_gpu_type",
     "normalize_pci_bus_id",
     "parse_cpu_list",
+    "parse_mig_minors",
     "parse_topo",
     "parse_xml",
 ]
@@ -84,11 +88,13 @@ _MISSING_VALUES = frozenset(
     {"", "N/A", "[N/A]", "Not Supported", "[Not Supported]", "Unknown Error", "None"}
 )
 
-# MIG compute slices ("Ng") by SM count of a MIG device, per GPU family.
-# Hopper's 3g has 60 SMs, not 3 x 16, so this cannot be a plain division.
+# MIG compute slices ("Ng") by SM count of a MIG device, per GPU family: the
+# fallback for models without a table in mig_profiles.py. Hopper's 3g has 60
+# SMs, not 3 x 16, and its 1g with two memory slices (1g.20gb, 1g.24gb,
+# 1g.35gb) has 26, so this cannot be a plain division.
 _MIG_SLICES_BY_SM: dict[str, dict[int, int]] = {
     "ampere": {14: 1, 28: 2, 42: 3, 56: 4, 98: 7},
-    "hopper": {16: 1, 32: 2, 60: 3, 64: 4, 132: 7},
+    "hopper": {16: 1, 26: 1, 32: 2, 60: 3, 64: 4, 132: 7},
 }
 _MIG_FAMILY_BY_TYPE = {
     "a100": "ampere",
@@ -102,6 +108,13 @@ _MIG_FAMILY_BY_TYPE = {
 # Marketed memory sizes that the product name does not carry (MIG profile
 # names are eighths of this number, e.g. H200: 1g.18gb = 141 / 8).
 _NOMINAL_GB_BY_TYPE = {"h200": 141}
+
+# Where the driver lists the device-file minor of every MIG capability
+# ("gpu<minor>/gi<G>/access 120"), and where their device nodes are (NVIDIA
+# MIG User Guide, "Device Nodes and Capabilities"). <minor> is the parent
+# GPU's minor number, the N of /dev/nvidiaN.
+MIG_MINORS_PATH = "/proc/driver/nvidia-caps/mig-minors"
+MIG_CAPS_DIR = "/dev/nvidia-caps"
 
 _PCI_BUS_ID = re.compile(
     r"^(?:([0-9A-Fa-f]{1,8}):)?([0-9A-Fa-f]{1,2}):([0-9A-Fa-f]{1,2})\.([0-7])$"
@@ -286,13 +299,25 @@ def _parse_mig_device(
 ) -> dict[str, Any]:
     memory = _int(mig, "fb_memory_usage/total")
     sm_count = _int(mig, "device_attributes/shared/multiprocessor_count")
+    engines = {
+        name: _int(mig, f"device_attributes/shared/{element}")
+        for name, element in (
+            ("decoders", "decoder_count"),
+            ("encoders", "encoder_count"),
+            ("jpeg", "jpg_count"),
+            ("ofa", "ofa_count"),
+        )
+    }
     return {
         "index": _int(mig, "index"),
         "gpu_instance_id": _int(mig, "gpu_instance_id"),
         "compute_instance_id": _int(mig, "compute_instance_id"),
         "memory_mib": memory,
         "multiprocessor_count": sm_count,
-        "profile": infer_mig_profile(gpu_type, product_name, parent_memory_mib, sm_count, memory),
+        "profile": infer_mig_profile(
+            gpu_type, product_name, parent_memory_mib, sm_count, memory, engines=engines
+        ),
+        "device_files": None,  # filled in from the MIG minors file (build_facts)
     }
 
 
@@ -302,13 +327,25 @@ def infer_mig_profile(
     parent_memory_mib: int | None,
     sm_count: int | None,
     memory_mib: int | None,
+    engines: dict[str, int | None] | None = None,
 ) -> str | None:
     """MIG profile name (``1g.20gb``) from a MIG device's SMs and memory.
 
-    ``-q -x`` never names the profile. Compute slices come from a per-family
-    SM table; memory is counted in eighths of the parent GPU and named after
-    the marketed size, as NVIDIA's profile names are. None when unknown.
+    ``-q -x`` never names the profile. For a model in the MIG profile table
+    (``mig_profiles.MODELS``) the profile is the table's: the one with the
+    device's SM count and the nearest memory size, told apart from its
+    ``+me`` twin by the media engines when ``engines`` gives them. Other
+    models: compute slices from a per-family SM table, memory counted in
+    eighths of the parent GPU and named after the marketed size, as NVIDIA's
+    profile names are. None when unknown (a compute instance smaller than
+    its GPU instance is never named).
     """
+    # Imported here: mig_profiles imports this module (normalize_gpu_type).
+    from ansible_collections.deepops.cluster.plugins.module_utils import mig_profiles  # pylint: disable=import-outside-toplevel
+
+    model = mig_profiles.model_for(product_name=product_name, gpu_type=None if product_name else gpu_type)
+    if model is not None:
+        return _table_profile(model, sm_count, memory_mib, engines or {})
     slices = _MIG_SLICES_BY_SM.get(_MIG_FAMILY_BY_TYPE.get(gpu_type, ""), {}).get(sm_count or 0)
     nominal_gb = _nominal_memory_gb(gpu_type, product_name, parent_memory_mib)
     if not slices or not nominal_gb or not memory_mib or not parent_memory_mib:
@@ -316,6 +353,31 @@ def infer_mig_profile(
     eighths = min(8, max(1, round(memory_mib / parent_memory_mib * 8)))
     memory_gb = math.floor(nominal_gb * eighths / 8 + 0.5)  # half up: H200 3g is 70.5 -> 71gb
     return f"{slices}g.{memory_gb}gb"
+
+
+def _table_profile(
+    model: Any, sm_count: int | None, memory_mib: int | None, engines: dict[str, int | None]
+) -> str | None:
+    """The profile of ``model`` (a ``mig_profiles.MigModel``) that a MIG device is, or None."""
+    if not sm_count or not memory_mib:
+        return None
+    candidates = [profile for profile in model.profiles if profile.multiprocessors == sm_count]
+    if not candidates:
+        return None
+    nearest = min(abs(profile.memory_mib - memory_mib) for profile in candidates)
+    candidates = [profile for profile in candidates if abs(profile.memory_mib - memory_mib) == nearest]
+    # Sizes move by a quarter GiB between drivers; half a memory slice apart is another profile.
+    if nearest > candidates[0].memory_mib / candidates[0].memory_slices / 2:
+        return None
+    known = {name: count for name, count in engines.items() if count is not None}
+    if known:
+        matching = [
+            profile for profile in candidates
+            if all(getattr(profile, name) == count for name, count in known.items())
+        ]
+        candidates = matching or candidates
+    # Still two (no engine counts): the plain profile, which a +me one only adds engines to.
+    return min(candidates, key=lambda profile: (len(profile.name), profile.name)).name
 
 
 def _nominal_memory_gb(
@@ -427,21 +489,119 @@ def absent_facts() -> dict[str, Any]:
     )
 
 
-def build_facts(xml_facts: dict[str, Any], topo: dict[str, Any] | None = None) -> dict[str, Any]:
-    """Merge parsed XML and topo output; topo rows map to GPUs by index."""
+def build_facts(
+    xml_facts: dict[str, Any],
+    topo: dict[str, Any] | None = None,
+    mig_minors: dict[str, int] | None = None,
+    mig_minors_path: str | None = None,
+) -> dict[str, Any]:
+    """Merge parsed XML, topo output and the MIG minors; topo rows map to GPUs by index.
+
+    ``mig_minors`` is ``parse_mig_minors`` of the driver's MIG minors file
+    (at ``mig_minors_path``), or None when it was not read: then the MIG
+    devices' capability device files are unknown, and ``mig_problems`` says so.
+    """
     merged = copy.deepcopy(xml_facts)  # callers keep their input unchanged
     rows = {row["index"]: row for row in (topo or {}).get("gpus", [])}
     for gpu in merged["gpus"]:
         row = rows.get(gpu["index"])
         if row is not None:
             _apply_topo_row(gpu, row)
-    return _summary(merged, topology=topo, present=True)
+        for mig in gpu["mig_devices"]:
+            mig["device_files"] = _mig_device_files(gpu, mig, mig_minors)
+    facts = _summary(merged, topology=topo, present=True)
+    facts["mig_minors_path"] = mig_minors_path
+    facts["mig_problems"] = _mig_problems(merged["gpus"], mig_minors, mig_minors_path)
+    return facts
 
 
-def gpu_facts(xml_text: str, topo_text: str | None = None) -> dict[str, Any]:
-    """Facts straight from the two command outputs (topo optional)."""
+def gpu_facts(
+    xml_text: str, topo_text: str | None = None, mig_minors_text: str | None = None
+) -> dict[str, Any]:
+    """Facts straight from the command outputs and the MIG minors file (topo and minors optional)."""
     topo = parse_topo(topo_text) if topo_text else None
-    return build_facts(parse_xml(xml_text), topo)
+    minors = parse_mig_minors(mig_minors_text) if mig_minors_text is not None else None
+    return build_facts(parse_xml(xml_text), topo, minors)
+
+
+def parse_mig_minors(text: str) -> dict[str, int]:
+    """The driver's MIG minors file -> ``{"gpu0/gi1/access": 12, "config": 1, ...}``.
+
+    Lines are ``<capability> <minor>``; any other line is left out.
+    """
+    minors: dict[str, int] = {}
+    for line in (text or "").splitlines():
+        fields = line.split()
+        if len(fields) == 2 and fields[1].isdigit():
+            minors[fields[0]] = int(fields[1])
+    return minors
+
+
+def mig_active(gpu: dict[str, Any]) -> bool:
+    """Whether the GPU is in MIG mode now: then its MIG devices, not the GPU, are what jobs get."""
+    return (gpu.get("mig_mode") or {}).get("current") == "Enabled"
+
+
+def _mig_device_files(
+    gpu: dict[str, Any], mig: dict[str, Any], minors: dict[str, int] | None
+) -> list[str] | None:
+    """The parent GPU's device and the GPU- and compute-instance capability devices of a MIG device.
+
+    None when any of them is unknown: no minors file, no minor number, or
+    no line for the instance in the file.
+    """
+    gpu_minor, gi, ci = gpu.get("minor_number"), mig.get("gpu_instance_id"), mig.get("compute_instance_id")
+    if minors is None or gpu_minor is None or gi is None or ci is None or not gpu.get("device"):
+        return None
+    gi_minor = minors.get(f"gpu{gpu_minor}/gi{gi}/access")
+    ci_minor = minors.get(f"gpu{gpu_minor}/gi{gi}/ci{ci}/access")
+    if gi_minor is None or ci_minor is None:
+        return None
+    return [
+        gpu["device"],
+        f"{MIG_CAPS_DIR}/nvidia-cap{gi_minor}",
+        f"{MIG_CAPS_DIR}/nvidia-cap{ci_minor}",
+    ]
+
+
+def _mig_problems(
+    gpus: list[dict[str, Any]], minors: dict[str, int] | None, path: str | None
+) -> list[str]:
+    """Why the MIG devices in use cannot all be given to Slurm (unnamed profile, unknown device files)."""
+    problems: list[str] = []
+    unread: list[str] = []  # GPUs whose MIG devices wait for the minors file
+    where = path or MIG_MINORS_PATH
+    for gpu in gpus:
+        if not mig_active(gpu):
+            continue
+        for mig in gpu["mig_devices"]:
+            name = (
+                f"GPU {gpu['index']} MIG device {mig['index']} "
+                f"(GPU instance {mig['gpu_instance_id']}, compute instance {mig['compute_instance_id']})"
+            )
+            if mig["profile"] is None:
+                problems.append(
+                    f"{name}: no MIG profile has {mig['multiprocessor_count']} SMs and "
+                    f"{mig['memory_mib']} MiB on a {gpu['product_name']}"
+                )
+            if mig["device_files"] is not None:
+                continue
+            if minors is None:
+                if str(gpu["index"]) not in unread:
+                    unread.append(str(gpu["index"]))
+            elif gpu.get("minor_number") is None:
+                problems.append(f"{name}: capability device files unknown, nvidia-smi gives the GPU no minor number")
+            else:
+                problems.append(
+                    f"{name}: capability device files unknown, {where} has no line for "
+                    f"gpu{gpu['minor_number']}/gi{mig['gpu_instance_id']}/ci{mig['compute_instance_id']}"
+                )
+    if unread:
+        problems.append(
+            f"the MIG minors file {where} was not read, so the capability device files of the MIG "
+            f"devices on GPU {', '.join(unread)} are unknown"
+        )
+    return problems
 
 
 def _apply_topo_row(gpu: dict[str, Any], row: dict[str, Any]) -> None:
@@ -455,6 +615,19 @@ def _apply_topo_row(gpu: dict[str, Any], row: dict[str, Any]) -> None:
     )
 
 
+def _gres_by_type(gpus: list[dict[str, Any]]) -> dict[str, int]:
+    """Slurm GRES per type: a GPU in MIG mode counts its MIG devices by profile, any other GPU itself."""
+    counts: dict[str, int] = {}
+    for gpu in gpus:
+        if mig_active(gpu):
+            kinds = [mig["profile"] for mig in gpu["mig_devices"] if mig["profile"] is not None]
+        else:
+            kinds = [gpu["type"]]
+        for kind in kinds:
+            counts[kind] = counts.get(kind, 0) + 1
+    return counts
+
+
 def _summary(
     parsed: dict[str, Any], topology: dict[str, Any] | None, present: bool
 ) -> dict[str, Any]:
@@ -463,6 +636,7 @@ def _summary(
     for gpu in gpus:
         by_type[gpu["type"]] = by_type.get(gpu["type"], 0) + 1
     fabric_completed = any(gpu["fabric_state"] == "Completed" for gpu in gpus)
+    mig_devices = [mig for gpu in gpus if mig_active(gpu) for mig in gpu["mig_devices"]]
     return {
         "present": present,
         "driver_version": parsed["driver_version"],
@@ -472,7 +646,12 @@ def _summary(
         "attached_gpus": parsed["attached_gpus"],
         "types": sorted(by_type),
         "by_type": by_type,
-        "mig_enabled": any(gpu["mig_mode"]["current"] == "Enabled" for gpu in gpus),
+        "gres_by_type": _gres_by_type(gpus),
+        "mig_enabled": any(mig_active(gpu) for gpu in gpus),
+        "mig_device_count": len(mig_devices),
+        "mig_device_files_known": all(mig["device_files"] is not None for mig in mig_devices),
+        "mig_minors_path": None,
+        "mig_problems": [],
         "nvlink": _topo_has_nvlink(topology),
         "nvswitch": fabric_completed or _topo_all_pairs_same_nvlink(topology),
         "topology": _topology_summary(topology),

@@ -11,6 +11,16 @@ them, so core index = CPU id modulo the node's core count. ``Cores=`` is left
 out when the affinity names a CPU id the node does not have (simulated GPUs
 on a small machine, or facts that do not belong together), when the affinity
 is unknown, or when it covers every core (no constraint to express).
+
+MIG: a GPU in MIG mode is not a GRES itself; each of its MIG devices is one,
+typed by its profile (``gpu:1g.10gb``), with ``MultipleFiles=`` naming the
+parent GPU's device and the GPU- and compute-instance capability devices
+(Slurm's gres.conf(5): the files of one MIG device are managed as a single
+GRES; ``MultipleFiles`` and ``File`` are mutually exclusive, and a range in
+``MultipleFiles`` still means one GRES, so every MIG device takes its own
+line). A GPU in MIG mode without instances gives no GRES. Whole GPUs keep
+their model's type. The capability minors are the same for the same layout,
+so nodes with the same layout still share their lines.
 """
 
 from __future__ import annotations
@@ -20,6 +30,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from ansible_collections.deepops.cluster.plugins.module_utils import hostlist as _hostlist
+from ansible_collections.deepops.cluster.plugins.module_utils import nvidia_smi as _nvidia_smi
 
 
 class SlurmConfError(ValueError):
@@ -95,11 +106,40 @@ def _device_files(devices: list[str]) -> str:
     return f"{directories.pop()}/{_compress(name for _directory, name in names)}"
 
 
+def _gpu_entries(host: str, gpu: Mapping[str, Any], cores: str | None) -> list[dict]:
+    """The GRES of one GPU: itself, or its MIG devices when it is in MIG mode."""
+    device = str(gpu.get("device") or f"/dev/nvidia{gpu.get('minor_number', gpu.get('index'))}")
+    gpu_type = str(gpu.get("type") or "gpu")
+    if not _nvidia_smi.mig_active(gpu):
+        return [{"type": gpu_type, "device": device, "cores": cores}]
+    entries = []
+    for mig in gpu.get("mig_devices") or []:
+        name = (
+            f"{host}: GPU {gpu.get('index')} ({device}) MIG device {mig.get('index')} "
+            f"(GPU instance {mig.get('gpu_instance_id')}, compute instance {mig.get('compute_instance_id')})"
+        )
+        if not mig.get("profile"):
+            raise SlurmConfError(f"{name}: its MIG profile is unknown, so it has no GRES type")
+        files = mig.get("device_files")
+        if not files:
+            raise SlurmConfError(
+                f"{name}: its device files are unknown (the MIG minors file was not read: "
+                "nvidia_gpu_facts' mig_minors_path, the inventory's nvidia_mig_minors_path)"
+            )
+        entries.append(
+            {"type": str(mig["profile"]), "device": device, "files": [str(path) for path in files],
+             "cores": cores, "parent": gpu_type}
+        )
+    return entries
+
+
 def slurm_node_facts(facts_by_host: Mapping[str, Any], realmemory_reserve_mb: int = 0) -> dict[str, dict]:
     """Compact, comparable node records from each host's ``ansible_facts``.
 
     A host without facts (unreachable in this run) is left out with no error;
-    the caller decides what that means.
+    the caller decides what that means. A GPU in MIG mode gives one entry per
+    MIG device (``files``: its device files; ``parent``: the GPU's type); a
+    MIG device without a profile or device files is an error naming it.
     """
     records: dict[str, dict] = {}
     for host, facts in facts_by_host.items():
@@ -114,13 +154,7 @@ def slurm_node_facts(facts_by_host: Mapping[str, Any], realmemory_reserve_mb: in
         gpus = []
         gpu_facts = facts.get("deepops_gpus") or {}
         for gpu in gpu_facts.get("gpus") or []:
-            gpus.append(
-                {
-                    "type": str(gpu.get("type") or "gpu"),
-                    "device": str(gpu.get("device") or f"/dev/nvidia{gpu.get('minor_number', gpu.get('index'))}"),
-                    "cores": gpu_cores(gpu.get("cpu_affinity"), sockets * cores, cpus),
-                }
-            )
+            gpus.extend(_gpu_entries(host, gpu, gpu_cores(gpu.get("cpu_affinity"), sockets * cores, cpus)))
         records[host] = {
             "cpus": cpus,
             "sockets": sockets,
@@ -163,16 +197,23 @@ def slurm_node_lines(records: Mapping[str, Mapping[str, Any]]) -> list[str]:
 
 
 def _gres_conf_for(record: Mapping[str, Any]) -> tuple[str, ...]:
-    """This node's gres.conf attributes, one string per (type, cores) run of GPUs."""
-    runs: list[tuple[str, str | None, list[str]]] = []
+    """This node's gres.conf attributes: one string per (type, cores) run of whole GPUs,
+    one per MIG device (``MultipleFiles=`` cannot share a line between GRES)."""
+    runs: list[tuple[str, str | None, list[str], bool]] = []  # type, cores, devices or files, MIG
     for gpu in record["gpus"]:
-        if runs and runs[-1][0] == gpu["type"] and runs[-1][1] == gpu["cores"]:
+        if gpu.get("files"):
+            runs.append((gpu["type"], gpu["cores"], list(gpu["files"]), True))
+        elif runs and not runs[-1][3] and runs[-1][0] == gpu["type"] and runs[-1][1] == gpu["cores"]:
             runs[-1][2].append(gpu["device"])
         else:
-            runs.append((gpu["type"], gpu["cores"], [gpu["device"]]))
+            runs.append((gpu["type"], gpu["cores"], [gpu["device"]], False))
     lines = []
-    for gpu_type, cores, devices in runs:
-        line = f"Name=gpu Type={_word(gpu_type, 'GPU type')} File={_device_files(devices)}"
+    for gpu_type, cores, devices, mig in runs:
+        line = f"Name=gpu Type={_word(gpu_type, 'GPU type')} "
+        if mig:
+            line += "MultipleFiles=" + ",".join(_word(path, "MIG device file") for path in devices)
+        else:
+            line += f"File={_word(_device_files(devices), 'GPU device file')}"
         if cores:
             line += f" Cores={cores}"
         lines.append(line)
@@ -185,15 +226,30 @@ def slurm_gres_lines(records: Mapping[str, Mapping[str, Any]]) -> list[str]:
     return [f"NodeName={hosts} {line}" for hosts, lines in _group(per_host) for line in lines]
 
 
-def slurm_default_partitions(records: Mapping[str, Mapping[str, Any]]) -> list[dict]:
-    """One partition per GPU type (named after it) and a default ``all`` partition."""
+def slurm_default_partitions(records: Mapping[str, Mapping[str, Any]], mig_partitions: bool = False) -> list[dict]:
+    """One partition per GPU model (named after its type) and a default ``all`` partition.
+
+    A node is in its GPUs' model partition whether they are whole or cut
+    into MIG devices. ``mig_partitions`` adds one partition per MIG profile
+    (named after it, e.g. ``1g.10gb``) with the nodes that have such devices.
+    """
     by_type: dict[str, list[str]] = {}
     for host, record in sorted(records.items()):
-        for gpu_type in dict.fromkeys(gpu["type"] for gpu in record["gpus"]):
+        kinds = [gpu.get("parent") or gpu["type"] for gpu in record["gpus"]]
+        if mig_partitions:
+            kinds += [gpu["type"] for gpu in record["gpus"] if gpu.get("files")]
+        for gpu_type in dict.fromkeys(kinds):
             by_type.setdefault(gpu_type, []).append(host)
     partitions = [{"name": gpu_type, "nodes": _compress(hosts)} for gpu_type, hosts in sorted(by_type.items())]
     partitions.append({"name": "all", "nodes": "ALL", "default": True})
     return partitions
+
+
+def slurm_accounting_tres(records: Mapping[str, Mapping[str, Any]]) -> str:
+    """``AccountingStorageTRES``: ``gres/gpu`` and ``gres/gpu:<type>`` for every GRES type of the
+    nodes (GPU models and MIG profiles), so sacct and the nodes' TRES count each type."""
+    types = sorted({_word(gpu["type"], "GPU type") for record in records.values() for gpu in record["gpus"]})
+    return ",".join(["gres/gpu", *(f"gres/gpu:{gpu_type}" for gpu_type in types)])
 
 
 # A slurm.conf word: no whitespace (a second key on the line, or a new line),

@@ -42,6 +42,7 @@ __all__ = [
     "ansible_delta_seconds",
     "error_result",
     "gpus_results",
+    "gres_gpu_by_type",
     "gres_gpu_count",
     "hostname_result",
     "nodes_results",
@@ -106,7 +107,7 @@ STARTED_STATES = ("RUNNING", "COMPLETING", "FINISHED")
 DETAIL_LIMIT = 300
 TIMEOUT_RC = 124  # timeout(1) killed the command
 
-_GRES_GPU = re.compile(r"gpu:(?:[^:,()]+:)?([0-9]+)")
+_GRES_GPU = re.compile(r"gpu:(?:([^:,()]+):)?([0-9]+)")
 _SLURM_DURATION = re.compile(r"^(?:([0-9]+)-)?(?:([0-9]+):)?([0-9]+):([0-9]+)$")
 _JOB_ID = re.compile(r"^[0-9]+(?:_[0-9]+)?$")
 
@@ -183,8 +184,23 @@ def slurm_duration_seconds(text: Any) -> int:
 
 
 def gres_gpu_count(gres: Any) -> int:
-    """GPUs in a GRES string: ``gpu:h100:8(S:0-1),gpu:a100:2`` -> 10; ``(null)`` -> 0."""
-    return sum(int(count) for count in _GRES_GPU.findall(_text(gres)))
+    """GPUs in a GRES string: ``gpu:h100:8(S:0-1),gpu:a100:2`` -> 10; ``(null)`` -> 0.
+
+    A MIG device is one GRES: ``gpu:h100:4,gpu:1g.10gb:7`` -> 11.
+    """
+    return sum(int(count) for _type, count in _GRES_GPU.findall(_text(gres)))
+
+
+def gres_gpu_by_type(gres: Any) -> dict[str, int]:
+    """GPU GRES per type: ``gpu:h100:4(S:0-1),gpu:1g.10gb:7(S:0)`` -> {h100: 4, 1g.10gb: 7}; untyped under ``""``."""
+    counts: dict[str, int] = {}
+    for gpu_type, count in _GRES_GPU.findall(_text(gres)):
+        counts[gpu_type] = counts.get(gpu_type, 0) + int(count)
+    return {gpu_type: count for gpu_type, count in counts.items() if count}
+
+
+def _type_counts(counts: Mapping[str, int]) -> str:
+    return ", ".join(f"{gpu_type or 'untyped'}:{count}" for gpu_type, count in sorted(counts.items())) or "none"
 
 
 def parse_sinfo_nodes(stdout: Any) -> dict[str, dict[str, Any]]:
@@ -259,17 +275,25 @@ def parse_qos(stdout: Any) -> dict[str, dict[str, str]]:
 # the cluster as Slurm and the nodes see it
 
 
-def _gpu_fact_count(node_facts: Any) -> int | None:
-    """GPUs the node's ``deepops_gpus`` fact reports; None without it (the node was not reached)."""
+def _gres_expected(node_facts: Any) -> dict[str, int] | None:
+    """The GPU GRES per type the node's ``deepops_gpus`` fact implies; None without it (not reached).
+
+    ``gres_by_type`` counts a GPU in MIG mode as its MIG devices, by profile.
+    Facts without it give their GPU count untyped (under ``""``).
+    """
     facts = node_facts.get("deepops_gpus") if isinstance(node_facts, Mapping) else None
     if not isinstance(facts, Mapping):
         return None
     if not facts.get("present"):
-        return 0
+        return {}
+    typed = facts.get("gres_by_type")
     try:
-        return int(facts.get("count") or 0)
+        if isinstance(typed, Mapping):
+            return {str(gpu_type): int(count) for gpu_type, count in typed.items() if int(count)}
+        count = int(facts.get("count") or 0)
     except (TypeError, ValueError):
-        return 0
+        return {}
+    return {"": count} if count else {}
 
 
 def survey(
@@ -290,7 +314,9 @@ def survey(
     node_facts = node_facts or {}
     slurm = parse_sinfo_nodes(sinfo_stdout)
     usable = [node for node in computes if node in slurm and slurm[node]["state"] in USABLE_STATES]
-    counted = {node: _gpu_fact_count(node_facts.get(node)) for node in computes}
+    expected = {node: _gres_expected(node_facts.get(node)) for node in computes}
+    # GPU GRES the node's facts imply (a MIG device counts one); None: no facts
+    counted = {node: None if gres is None else sum(gres.values()) for node, gres in expected.items()}
     preemption_node = _text(preemption_node).strip()
     if preemption_node:
         target = preemption_node
@@ -301,6 +327,7 @@ def survey(
         "slurm": slurm,
         "usable": usable,
         "counted": counted,
+        "expected_gres": expected,
         # usable nodes that Slurm gives GPUs: where the gpus check runs jobs
         "gpu_nodes": [node for node in usable if slurm[node]["gpus"] > 0],
         "gpus": {node: slurm[node]["gpus"] for node in computes if node in slurm},
@@ -335,7 +362,11 @@ def _target_problem(cluster: Mapping[str, Any]) -> tuple[str, str] | None:
 
 
 def nodes_results(cluster: Mapping[str, Any]) -> list[dict[str, Any]]:
-    """Every compute node: known to Slurm, idle or mixed, and GRES GPUs = what nvidia-smi reports on it."""
+    """Every compute node: known to Slurm, idle or mixed, and GRES GPUs = what nvidia-smi reports on it.
+
+    With typed facts (``gres_by_type``) every type must match, MIG profiles
+    included; otherwise the GPU counts must.
+    """
     results = []
     for node in cluster["computes"]:
         slurm = cluster["slurm"].get(node)
@@ -346,6 +377,16 @@ def nodes_results(cluster: Mapping[str, Any]) -> list[dict[str, Any]]:
             passed, detail = False, f"state {slurm['state']}, expected idle or mixed"
         elif counted is None:
             passed, detail = False, f"GRES {slurm['gres']}, but no GPU facts from the node (unreachable?)"
+        elif _typed(cluster.get("expected_gres", {}).get(node)):
+            expected, seen = cluster["expected_gres"][node], gres_gpu_by_type(slurm["gres"])
+            passed = seen == expected
+            if passed:
+                detail = f"{slurm['state']}, GRES {slurm['gres']}, {_type_counts(expected)} on the node"
+            else:
+                detail = (
+                    f"GRES {slurm['gres']} counts {slurm['gpus']} GPUs ({_type_counts(seen)}), nvidia-smi on the "
+                    f"node reports {counted} ({_type_counts(expected)}; a GPU in MIG mode counts its MIG devices)"
+                )
         elif counted != slurm["gpus"]:
             passed = False
             detail = f"GRES {slurm['gres']} counts {slurm['gpus']} GPUs, nvidia-smi on the node reports {counted}"
@@ -353,6 +394,11 @@ def nodes_results(cluster: Mapping[str, Any]) -> list[dict[str, Any]]:
             passed, detail = True, f"{slurm['state']}, GRES {slurm['gres']}, {counted} GPUs on the node"
         results.append(result("nodes", node, _verdict(passed), detail))
     return results
+
+
+def _typed(expected: Any) -> bool:
+    """Whether facts give GRES types to compare (not just an untyped count, nor no GPUs)."""
+    return isinstance(expected, Mapping) and bool(expected) and "" not in expected
 
 
 def _ran(run: Any) -> bool:

@@ -12,6 +12,10 @@ description:
     C(deepops_gpus) fact - models, Slurm GRES types, PCI bus IDs, memory, MIG mode and
     MIG devices, power limits, NUMA node and CPU affinity, NVLink and NVSwitch.
   - Works with any Slurm build (no NVML plugin needed); the facts drive C(gres.conf).
+  - For each MIG device it gives the profile and the device files a job needs - the parent
+    GPU's C(/dev/nvidia<minor>) and the GPU- and compute-instance capability devices
+    C(/dev/nvidia-caps/nvidia-cap<minor>), whose minors it reads from the driver's MIG minors
+    file. Without that file the device files are null and C(mig_problems) says why.
   - A host without nvidia-smi is not an error, it reports C(present=false) and no GPUs.
   - Output that is not nvidia-smi XML fails the task with a message, never a traceback.
   - Read-only, so it runs the same in check mode.
@@ -30,6 +34,13 @@ options:
       - A failing C(topo -m) only warns; those values are then null.
     type: bool
     default: true
+  mig_minors_path:
+    description:
+      - The driver's MIG minors file (lines such as C(gpu0/gi1/access 12)), read only when a GPU
+        has MIG devices. N in C(gpuN) is the GPU's minor number, the N of C(/dev/nvidiaN).
+      - A file that does not exist leaves the MIG devices' C(device_files) null.
+    type: path
+    default: /proc/driver/nvidia-caps/mig-minors
 attributes:
   check_mode:
     description: Can run in check mode and return changed status prediction without modifying target.
@@ -41,8 +52,10 @@ attributes:
     description: Action returns an C(ansible_facts) dictionary that will update existing host facts.
     support: full
 notes:
-  - C(-q -x) names no MIG profiles; C(profile) is inferred from SM count and memory,
-    and is null for GPU families without a known table.
+  - C(-q -x) names no MIG profiles. For a model in deepops' MIG profile table
+    (module_utils/mig_profiles.py) C(profile) is the table's profile with the device's SM count,
+    memory and media engines; for other Ampere and Hopper GPUs it is inferred from SM count and
+    memory; otherwise it is null.
   - Topo rows map to GPUs by index, which is the order of C(-q -x) (PCI bus order).
 """
 
@@ -55,9 +68,13 @@ EXAMPLES = r"""
     nvidia_smi_path: /opt/nvidia/bin/nvidia-smi
     topology: false
 
-- name: GPU | Show the Slurm GRES of this node
+- name: GPU | Gather GPU facts, with the MIG minors file where a simulated driver keeps it
+  deepops.cluster.nvidia_gpu_facts:
+    mig_minors_path: /run/deepops/simulated-gpus/mig-minors
+
+- name: GPU | Show the Slurm GRES of this node (MIG devices by profile)
   ansible.builtin.debug:
-    msg: "{{ ansible_facts['deepops_gpus']['by_type'] }}"
+    msg: "{{ ansible_facts['deepops_gpus']['gres_by_type'] }}"
 """
 
 RETURN = r"""
@@ -104,10 +121,35 @@ ansible_facts:
           description: GPU count per GRES type.
           type: dict
           sample: {"h100": 8}
+        gres_by_type:
+          description:
+            - Slurm GRES per type - a GPU in MIG mode counts its MIG devices by profile (and
+              nothing when it has none), any other GPU counts as its own type.
+          type: dict
+          sample: {"h100": 4, "1g.10gb": 7}
         mig_enabled:
           description: Whether any GPU has MIG currently enabled.
           type: bool
           sample: false
+        mig_device_count:
+          description: MIG devices on the GPUs in MIG mode.
+          type: int
+          sample: 7
+        mig_device_files_known:
+          description: Whether every MIG device's C(device_files) is known (true without MIG devices).
+          type: bool
+          sample: true
+        mig_minors_path:
+          description: The MIG minors file read, null when no GPU has MIG devices.
+          type: str
+          sample: /proc/driver/nvidia-caps/mig-minors
+        mig_problems:
+          description:
+            - Why some MIG devices cannot be given to Slurm - a device no profile fits, or
+              device files unknown (no minors file, or no line in it). Empty when all is known.
+          type: list
+          elements: str
+          sample: []
         nvlink:
           description: Whether C(topo -m) shows NVLink (NV#) between any two GPUs.
           type: bool
@@ -130,7 +172,9 @@ ansible_facts:
               C(memory_total_mib), C(numa_node), C(cpu_affinity) (e.g. C(0-55,112-167)),
               C(cpu_list), C(cpu_count), C(mig_mode) (C(current)/C(pending), each
               Enabled, Disabled or N/A), C(mig_devices) (C(index), C(gpu_instance_id),
-              C(compute_instance_id), C(memory_mib), C(multiprocessor_count), C(profile)),
+              C(compute_instance_id), C(memory_mib), C(multiprocessor_count), C(profile),
+              C(device_files) - the parent C(/dev/nvidia<minor>), then the GPU-instance and the
+              compute-instance C(/dev/nvidia-caps/nvidia-cap<minor>), or null when unknown),
               C(power_limits_w) (C(current)/C(default)/C(min)/C(max), floats or null),
               C(fabric_state) and C(links) (gres.conf C(Links=) values, -1 for self).
           type: list
@@ -141,10 +185,16 @@ ansible_facts:
 import os
 
 from ansible.module_utils.basic import AnsibleModule
+
+# mig_profiles is imported by nvidia_smi when it names MIG profiles; importing
+# it here as well makes sure Ansible ships it with the module.
+from ansible_collections.deepops.cluster.plugins.module_utils import mig_profiles  # noqa: F401  # pylint: disable=unused-import
 from ansible_collections.deepops.cluster.plugins.module_utils.nvidia_smi import (
+    MIG_MINORS_PATH,
     NvidiaSmiParseError,
     absent_facts,
     build_facts,
+    parse_mig_minors,
     parse_topo,
     parse_xml,
 )
@@ -171,6 +221,21 @@ def _read_topology(module: AnsibleModule, nvidia_smi: str) -> dict | None:
         return None
 
 
+def _read_mig_minors(module: AnsibleModule, parsed: dict) -> tuple[dict | None, str | None]:
+    """The MIG minors file, parsed, when a GPU has MIG devices: (minors or None, the path read)."""
+    if not any(gpu["mig_devices"] for gpu in parsed["gpus"]):
+        return None, None
+    path = module.params["mig_minors_path"]
+    try:
+        with open(path, encoding="utf-8") as handle:
+            return parse_mig_minors(handle.read()), path
+    except FileNotFoundError:
+        return None, path
+    except OSError as exc:
+        module.warn(f"cannot read the MIG minors file {path}: {exc}")
+        return None, path
+
+
 def _parse_xml_or_fail(module: AnsibleModule, nvidia_smi: str, text: str) -> dict:
     try:
         return parse_xml(text)
@@ -186,6 +251,7 @@ def main() -> None:
         argument_spec={
             "nvidia_smi_path": {"type": "path"},
             "topology": {"type": "bool", "default": True},
+            "mig_minors_path": {"type": "path", "default": MIG_MINORS_PATH},
         },
         supports_check_mode=True,
     )
@@ -200,7 +266,8 @@ def main() -> None:
         )
     parsed = _parse_xml_or_fail(module, nvidia_smi, out)
     topology = _read_topology(module, nvidia_smi) if module.params["topology"] else None
-    facts = build_facts(parsed, topology)
+    minors, minors_path = _read_mig_minors(module, parsed)
+    facts = build_facts(parsed, topology, minors, minors_path)
     if topology is not None and facts["topology"]["gpu_rows"] != facts["count"]:
         module.warn(
             f"topo -m lists {facts['topology']['gpu_rows']} GPUs, -q -x lists {facts['count']}"

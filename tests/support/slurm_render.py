@@ -31,9 +31,10 @@ def render(template: str, facts_by_host: dict, **overrides) -> str:
     defaults = yaml.safe_load((ROLE / "defaults" / "main.yml").read_text())
     variables = {**defaults, **overrides}
     records = slurm.slurm_node_facts(facts_by_host, variables["slurm_realmemory_reserve_mb"])
-    partitions = variables["slurm_partitions"] or slurm.slurm_default_partitions(records)
+    partitions = variables["slurm_partitions"] or slurm.slurm_default_partitions(
+        records, variables["slurm_mig_partitions"])
     settings = {"ClusterName": variables["slurm_cluster_name"], "SlurmctldParameters": "enable_configless",
-                "AccountingStorageTRES": "gres/gpu", **variables["slurm_config"]}
+                "AccountingStorageTRES": slurm.slurm_accounting_tres(records), **variables["slurm_config"]}
     context = {
         **variables,
         "ansible_managed": "Ansible managed",

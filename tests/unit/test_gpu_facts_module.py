@@ -21,6 +21,15 @@ ROOT = Path(__file__).resolve().parents[2]
 BROKEN_XML = '<?xml version="1.0" ?>\n<nvidia_smi_log>\n<gpu id="00000000:53:00.0">\n'
 DRIVER_ERROR = "NVIDIA-SMI has failed: could not communicate with the NVIDIA driver."
 
+# Placeholders in module args, made paths under the test's directory by _build.
+MINORS, NO_MINORS = "<mig-minors>", "<no-mig-minors>"
+# The driver's MIG minors lines for the capture's GPU (minor number 1): NVIDIA's numbering,
+# 3 + 135 per GPU minor + 9 per GPU instance, + 1 + the compute instance.
+MINORS_TEXT = "config 1\nmonitor 2\n" + "".join(
+    f"gpu1/gi{gi}/access {138 + 9 * gi}\n" + "".join(f"gpu1/gi{gi}/ci{ci}/access {139 + 9 * gi + ci}\n" for ci in range(8))
+    for gi in range(15)
+)
+
 # case -> (XML fixture or literal, topo fixture, exit code of -q -x, module args)
 CASES: dict[str, tuple[str | None, str | None, int, dict[str, Any]]] = {
     "h100": (H100_XML, B200_TOPO, 0, {}),
@@ -31,6 +40,9 @@ CASES: dict[str, tuple[str | None, str | None, int, dict[str, Any]]] = {
     "driver_error": (None, None, 9, {}),
     "topo_fails": (H100_XML, None, 0, {}),
     "truncated": (A100_MIG_XML, None, 0, {"topology": False}),
+    # The capture's 4x 1g.20gb with a MIG minors file, and with none where the option points.
+    "mig_minors": (A100_MIG_XML, None, 0, {"topology": False, "mig_minors_path": MINORS}),
+    "mig_no_minors": (A100_MIG_XML, None, 0, {"topology": False, "mig_minors_path": NO_MINORS}),
 }
 
 TASK = """\
@@ -81,6 +93,11 @@ def _build(workdir: Path) -> tuple[Path, set[str]]:
             continue
         script = _script(workdir / case / "nvidia-smi", xml_path, topo_path, xml_rc)
         args = dict(extra)
+        if args.get("mig_minors_path") == MINORS:
+            (workdir / "mig-minors").write_text(MINORS_TEXT)
+            args["mig_minors_path"] = str(workdir / "mig-minors")
+        elif args.get("mig_minors_path") == NO_MINORS:
+            args["mig_minors_path"] = str(workdir / "nowhere" / "mig-minors")
         if case == "absent":
             args["nvidia_smi_path"] = str(workdir / "nowhere" / "nvidia-smi")
         elif case != "on_path":  # found through PATH, see _run
@@ -221,3 +238,38 @@ def test_truncated_capture_warns_but_succeeds(runs):
     assert (facts["attached_gpus"], facts["count"]) == (4, 1)
     assert any("attached_gpus=4" in warning for warning in result["warnings"])
     assert [device["profile"] for device in facts["gpus"][0]["mig_devices"]] == ["1g.20gb"] * 4
+
+
+def test_mig_devices_get_their_device_files_from_the_minors_file(runs):
+    result, facts = outcome(runs, "mig_minors")
+    assert not result.get("failed")
+    devices = facts["gpus"][0]["mig_devices"]
+    assert [(device["profile"], device["gpu_instance_id"], device["compute_instance_id"]) for device in devices] == [
+        ("1g.20gb", gi, 0) for gi in (3, 4, 5, 6)
+    ]
+    # The parent is /dev/nvidia1 (minor number 1, index 0), and so are the capabilities: gpu1/...
+    assert [device["device_files"] for device in devices] == [
+        ["/dev/nvidia1", f"/dev/nvidia-caps/nvidia-cap{138 + 9 * gi}", f"/dev/nvidia-caps/nvidia-cap{139 + 9 * gi}"]
+        for gi in (3, 4, 5, 6)
+    ]
+    assert (facts["mig_device_files_known"], facts["mig_problems"], facts["gres_by_type"]) == (True, [], {"1g.20gb": 4})
+    assert facts["mig_minors_path"].endswith("/mig-minors")
+    assert outcome(runs, "mig_minors", "check")[1] == facts
+
+
+def test_missing_minors_file_is_reported_in_the_facts_not_a_failure(runs):
+    result, facts = outcome(runs, "mig_no_minors")
+    assert not result.get("failed")
+    assert all(device["device_files"] is None for device in facts["gpus"][0]["mig_devices"])
+    assert facts["mig_device_files_known"] is False
+    assert facts["mig_problems"] == [
+        f"the MIG minors file {facts['mig_minors_path']} was not read, so the capability device files of the "
+        "MIG devices on GPU 0 are unknown"
+    ]
+    assert facts["mig_minors_path"].endswith("/nowhere/mig-minors")
+
+
+def test_hosts_without_mig_devices_never_read_the_minors_file(runs):
+    _, facts = outcome(runs, "h100")
+    assert (facts["mig_minors_path"], facts["mig_device_files_known"], facts["mig_problems"]) == (None, True, [])
+    assert facts["gres_by_type"] == {"h100": 8}

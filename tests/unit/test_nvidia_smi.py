@@ -224,9 +224,46 @@ def test_a100_mig_four_1g20gb_devices_and_truncated_gpu_list():
             "memory_mib": 19968,
             "multiprocessor_count": 14,
             "profile": "1g.20gb",
+            "device_files": None,  # no MIG minors file given
         }
         for index in range(4)
     ]
+    assert (facts["gres_by_type"], facts["mig_device_count"], facts["mig_device_files_known"]) == ({"1g.20gb": 4}, 4, False)
+    assert facts["mig_problems"] == [
+        "the MIG minors file /proc/driver/nvidia-caps/mig-minors was not read, so the capability device "
+        "files of the MIG devices on GPU 0 are unknown"
+    ]
+
+
+# Lines of the driver's MIG minors file for the capture's GPU (minor number 1, index 0): the
+# numbering of NVIDIA's MIG user guide (3 + 135 per GPU minor + 9 per GPU instance, + 1 + CI).
+# The gpu0 lines are decoys: the capabilities follow the minor number, not the index.
+CAPTURE_MINORS = "config 1\nmonitor 2\ngpu0/gi3/access 30\ngpu0/gi3/ci0/access 31\n" + "".join(
+    f"gpu1/gi{gi}/access {138 + 9 * gi}\ngpu1/gi{gi}/ci0/access {139 + 9 * gi}\n" for gi in range(15)
+)
+
+
+def test_a100_mig_capture_with_the_minors_file_gives_each_device_its_files():
+    facts = smi.gpu_facts(fixture(A100_MIG_XML), mig_minors_text=CAPTURE_MINORS)
+    assert [mig["device_files"] for mig in facts["gpus"][0]["mig_devices"]] == [
+        ["/dev/nvidia1", f"/dev/nvidia-caps/nvidia-cap{138 + 9 * gi}", f"/dev/nvidia-caps/nvidia-cap{139 + 9 * gi}"]
+        for gi in (3, 4, 5, 6)
+    ]
+    assert (facts["mig_device_files_known"], facts["mig_problems"]) == (True, [])
+    # A minors file without the instance's lines: known to be unknown, and said so.
+    partial = smi.gpu_facts(fixture(A100_MIG_XML), mig_minors_text=CAPTURE_MINORS.replace("gpu1/gi5/", "gpu9/gi5/"))
+    assert [mig["device_files"] is None for mig in partial["gpus"][0]["mig_devices"]] == [False, False, True, False]
+    assert partial["mig_device_files_known"] is False
+    assert partial["mig_problems"] == [
+        "GPU 0 MIG device 2 (GPU instance 5, compute instance 0): capability device files unknown, "
+        "/proc/driver/nvidia-caps/mig-minors has no line for gpu1/gi5/ci0"
+    ]
+
+
+def test_parse_mig_minors_keeps_only_capability_lines():
+    assert smi.parse_mig_minors("config 1\nmonitor 2\n\ngpu0/gi1/access 12\ngarbage\nx y z\ngpu0/gi1/ci0/access 13\n") == {
+        "config": 1, "monitor": 2, "gpu0/gi1/access": 12, "gpu0/gi1/ci0/access": 13,
+    }
 
 
 def test_truncated_xml_with_larger_topology_maps_by_index():
@@ -493,13 +530,37 @@ def test_parse_cpu_list_rejects_garbage():
         ("h200", "NVIDIA H200", 143771, 16, 17920, "1g.18gb"),
         ("h200", "NVIDIA H200", 143771, 60, 71424, "3g.71gb"),
         ("gh200", "NVIDIA GH200 480GB", 97871, 16, 11776, "1g.12gb"),
+        # Hopper's 1g with two memory slices has 26 SMs: from the table, and from the SM map
+        # for a Hopper board the table does not list (H100 PCIe).
+        ("h100", "NVIDIA H100 80GB HBM3", 81559, 26, 20096, "1g.20gb"),
+        ("h100", "NVIDIA H100 NVL", 95830, 26, 22144, "1g.24gb"),
+        ("h200", "NVIDIA H200", 143771, 26, 33280, "1g.35gb"),
+        ("h100", "NVIDIA H100 PCIe", 81559, 26, 20096, "1g.20gb"),
         ("l40s", "NVIDIA L40S", 46068, 14, 9728, None),  # no MIG family
         ("a100", "NVIDIA A100-SXM4-40GB", 40960, 13, 4864, None),  # unknown SM count
-        ("a100", "NVIDIA A100-SXM4-40GB", None, 14, 4864, None),
+        ("a100", "NVIDIA A100-SXM4-40GB", 40960, 14, 40192, None),  # no 14-SM profile of that size
+        # In the table, the parent's memory is not needed; elsewhere it is.
+        ("a100", "NVIDIA A100-SXM4-40GB", None, 14, 4864, "1g.5gb"),
+        ("h100", "NVIDIA H100 PCIe", None, 16, 9984, None),
     ],
 )
 def test_infer_mig_profile(gpu_type, product, parent_mib, sms, mib, expected):
     assert smi.infer_mig_profile(gpu_type, product, parent_mib, sms, mib) == expected
+
+
+@pytest.mark.parametrize(
+    ("product", "sms", "mib", "engines", "expected"),
+    [
+        # The +me profile differs from the plain one only in media engines (-lgip's JPEG and OFA).
+        ("NVIDIA H100 80GB HBM3", 16, 9984, {"decoders": 1, "encoders": 0, "jpeg": 1, "ofa": 0}, "1g.10gb"),
+        ("NVIDIA H100 80GB HBM3", 16, 9984, {"decoders": 1, "encoders": 0, "jpeg": 1, "ofa": 1}, "1g.10gb+me"),
+        ("NVIDIA A100-SXM4-80GB", 14, 9728, {"decoders": 1, "encoders": 0, "jpeg": 1, "ofa": 1}, "1g.10gb+me"),
+        ("NVIDIA A100-SXM4-80GB", 14, 9728, {"decoders": None, "encoders": None, "jpeg": None, "ofa": None}, "1g.10gb"),
+        ("NVIDIA A100-SXM4-80GB", 14, 19968, {"decoders": 1, "encoders": 0, "jpeg": 0, "ofa": 0}, "1g.20gb"),
+    ],
+)
+def test_infer_mig_profile_tells_me_profiles_by_their_engines(product, sms, mib, engines, expected):
+    assert smi.infer_mig_profile(smi.normalize_gpu_type(product), product, 81920, sms, mib, engines=engines) == expected
 
 
 def test_build_facts_does_not_modify_its_input():

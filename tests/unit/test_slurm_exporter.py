@@ -22,6 +22,7 @@ NodeName=gpu01 Arch=x86_64 CoresPerSocket=1 CPUAlloc=2 CPUEfctv=2 CPUTot=2 CPULo
 NodeName=gpu02 Arch=x86_64 CPUTot=2 Gres=gpu:a100:4 State=IDLE+DRAIN ThreadsPerCore=1 Partitions=all,a100 CfgTRES=cpu=2,mem=3000M,billing=2,gres/gpu=4 AllocTRES= Reason=disk check failed [root@2024-01-01T00:00:00]
 NodeName=gpu03 Arch=x86_64 CPUTot=2 Gres=(null) State=DOWN*+NOT_RESPONDING ThreadsPerCore=1 Partitions=all CfgTRES=cpu=2,mem=3000M AllocTRES=
 NodeName=gpu04 State=ALLOCATED+DRAIN CfgTRES=cpu=2,gres/gpu:a100=4 AllocTRES=cpu=2,gres/gpu:a100=4
+NodeName=gpu05 Arch=x86_64 CPUTot=2 Gres=gpu:h100:1(S:0),gpu:1g.10gb:7(S:0) State=MIXED ThreadsPerCore=1 Partitions=all,h100 CfgTRES=cpu=2,mem=3000M,billing=2,gres/gpu=8,gres/gpu:1g.10gb=7,gres/gpu:h100=1 AllocTRES=cpu=1,gres/gpu=2,gres/gpu:1g.10gb=2
 """
 
 JOBS = """\
@@ -98,13 +99,32 @@ def _by_name(samples):
 def test_node_states_and_gpus():
     metrics = _by_name(exporter.node_samples(NODES))
     states = {dict(labels)["node"]: dict(labels)["state"] for labels in metrics["slurm_node_state"]}
-    assert states == {"gpu01": "mixed", "gpu02": "drained", "gpu03": "down", "gpu04": "draining"}
+    assert states == {"gpu01": "mixed", "gpu02": "drained", "gpu03": "down", "gpu04": "draining", "gpu05": "mixed"}
     assert metrics["slurm_node_responding"][(("node", "gpu03"),)] == 0.0
     assert metrics["slurm_node_responding"][(("node", "gpu01"),)] == 1.0
     total = {dict(labels)["node"]: value for labels, value in metrics["slurm_node_gpus_total"].items()}
     allocated = {dict(labels)["node"]: value for labels, value in metrics["slurm_node_gpus_allocated"].items()}
-    assert total == {"gpu01": 8, "gpu02": 4, "gpu03": 0, "gpu04": 4}  # gpu04: typed gres only
-    assert allocated == {"gpu01": 3, "gpu02": 0, "gpu03": 0, "gpu04": 4}
+    assert total == {"gpu01": 8, "gpu02": 4, "gpu03": 0, "gpu04": 4, "gpu05": 8}  # gpu04: typed gres only
+    assert allocated == {"gpu01": 3, "gpu02": 0, "gpu03": 0, "gpu04": 4, "gpu05": 2}
+
+
+def test_gres_per_type_counts_mig_profiles_apart_from_gpu_models():
+    metrics = _by_name(exporter.node_samples(NODES))
+
+    def per_type(metric):
+        return {(dict(labels)["node"], dict(labels)["type"]): value for labels, value in metrics[metric].items()}
+
+    # gpu02 and gpu03 track no typed TRES: no per-type series rather than wrong zeros.
+    assert per_type("slurm_node_gres_gpu_total") == {
+        ("gpu01", "h100"): 8, ("gpu04", "a100"): 4, ("gpu05", "1g.10gb"): 7, ("gpu05", "h100"): 1,
+    }
+    assert per_type("slurm_node_gres_gpu_allocated") == {
+        ("gpu01", "h100"): 3, ("gpu04", "a100"): 4, ("gpu05", "1g.10gb"): 2, ("gpu05", "h100"): 0,
+    }
+    assert exporter.tres_gpus_by_type("cpu=1,gres/gpu=9,gres/gpu:2g.20gb+me=1,gres/gpu:3g.40gb=2,gres/gpu:=5") == {
+        "2g.20gb+me": 1, "3g.40gb": 2,
+    }
+    assert exporter.tres_gpus_by_type("(null)") == exporter.tres_gpus_by_type("") == {}
 
 
 def test_reason_with_spaces_stays_in_its_field():
@@ -254,6 +274,11 @@ def test_http_exposition(tmp_path):
         thread.join(5)
     assert 'slurm_job_gpus{account="physics",job_id="41",nodes="gpu01",partition="all",user="alice"} 3.0' in text
     assert 'slurm_node_gpus_total{node="gpu01"} 8.0' in text
+    # A MIG profile is a label value like any other, dots and all.
+    assert 'slurm_node_gres_gpu_total{node="gpu05",type="1g.10gb"} 7.0' in text
+    assert 'slurm_node_gres_gpu_allocated{node="gpu05",type="1g.10gb"} 2.0' in text
+    assert 'slurm_node_gres_gpu_allocated{node="gpu05",type="h100"} 0.0' in text
+    assert "# HELP slurm_node_gres_gpu_total" in text
     assert 'slurm_slurmctld_up{host="ctl01",role="primary"} 1.0' in text
     assert "slurm_slurmdbd_up 1.0" in text
     assert "# HELP slurm_queue_jobs" in text

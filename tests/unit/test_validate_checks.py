@@ -228,6 +228,48 @@ def test_nodes_verdicts():
     assert results["gpu02"]["detail"] == "idle, GRES (null), 0 GPUs on the node"
 
 
+# A node with one whole H100 and one cut into seven 1g.10gb MIG devices, as nvidia_gpu_facts reports it.
+FACTS_MIG = {"deepops_gpus": {"present": True, "count": 2, "gres_by_type": {"h100": 1, "1g.10gb": 7}}}
+
+
+def test_nodes_verdicts_count_mig_devices_by_profile():
+    sinfo = "gpu01 idle gpu:h100:1(S:0),gpu:1g.10gb:7(S:0)\ngpu02 mixed gpu:h100:8(S:0-1)\n"
+    facts = {"gpu01": FACTS_MIG, "gpu02": {"deepops_gpus": {"present": True, "count": 8, "gres_by_type": {"h100": 8}}}}
+    c = cluster(sinfo, facts)
+    assert (c["counted"], c["gpus"]) == ({"gpu01": 8, "gpu02": 8}, {"gpu01": 8, "gpu02": 8})
+    results = by_node(v.nodes_results(c))
+    assert results["gpu01"]["status"] == "pass"
+    assert results["gpu01"]["detail"] == "idle, GRES gpu:h100:1(S:0),gpu:1g.10gb:7(S:0), 1g.10gb:7, h100:1 on the node"
+    assert results["gpu02"]["status"] == "pass"
+    # The same total, other types: Slurm still has the whole GPU where the node now has MIG devices.
+    stale = by_node(v.nodes_results(cluster("gpu01 idle gpu:h100:2,gpu:1g.10gb:6\ngpu02 idle gpu:h100:8\n", facts)))
+    assert stale["gpu01"]["status"] == "fail"
+    assert stale["gpu01"]["detail"] == (
+        "GRES gpu:h100:2,gpu:1g.10gb:6 counts 8 GPUs (1g.10gb:6, h100:2), nvidia-smi on the node reports 8 "
+        "(1g.10gb:7, h100:1; a GPU in MIG mode counts its MIG devices)"
+    )
+    # Facts of a GPU in MIG mode without instances: no GRES, and Slurm must have none.
+    empty = {"deepops_gpus": {"present": True, "count": 1, "gres_by_type": {}}}
+    none = by_node(v.nodes_results(cluster("gpu01 idle (null)\ngpu02 idle gpu:h100:8\n", {"gpu01": empty, "gpu02": FACTS_8})))
+    assert none["gpu01"]["status"] == "pass" and none["gpu01"]["detail"] == "idle, GRES (null), 0 GPUs on the node"
+
+
+@pytest.mark.parametrize(
+    ("gres", "expected"),
+    [
+        ("gpu:h100:1(S:0),gpu:1g.10gb:7(S:0)", {"h100": 1, "1g.10gb": 7}),
+        ("gpu:3g.40gb:1,gpu:2g.20gb:1,gpu:1g.10gb:2", {"3g.40gb": 1, "2g.20gb": 1, "1g.10gb": 2}),
+        ("gpu:a100:2(S:0),gpu:a100:2(S:1)", {"a100": 4}),
+        ("gpu:4", {"": 4}),
+        ("(null)", {}),
+        ("gpu:h100:0", {}),
+    ],
+)
+def test_gres_gpu_by_type(gres, expected):
+    assert v.gres_gpu_by_type(gres) == expected
+    assert v.gres_gpu_count(gres) == sum(expected.values())
+
+
 def test_hostname_verdicts():
     c = cluster()
     ok = v.hostname_result(ran("gpu01 gpu01.example\ngpu02 gpu02.example\n"), c)

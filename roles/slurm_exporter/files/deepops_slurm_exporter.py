@@ -11,8 +11,12 @@ Metrics (all gauges):
   slurm_node_state{node,state}             1 for the node's current state (idle, mixed, allocated,
                                            drained, draining, down, ...)
   slurm_node_responding{node}              0 when Slurm marks the node NOT_RESPONDING
-  slurm_node_gpus_total{node}              GPUs configured (CfgTRES gres/gpu)
-  slurm_node_gpus_allocated{node}          GPUs allocated to jobs (AllocTRES gres/gpu)
+  slurm_node_gpus_total{node}              GPU GRES configured (CfgTRES gres/gpu); a MIG device counts one
+  slurm_node_gpus_allocated{node}          GPU GRES allocated to jobs (AllocTRES gres/gpu)
+  slurm_node_gres_gpu_total{node,type}     GPU GRES configured, per type: GPU models (h100) and MIG
+                                           profiles (1g.10gb); the types AccountingStorageTRES tracks
+                                           (CfgTRES gres/gpu:<type>; the slurm role tracks every type)
+  slurm_node_gres_gpu_allocated{node,type} GPU GRES allocated to jobs, per type (AllocTRES gres/gpu:<type>)
   slurm_queue_jobs{partition,state}        jobs by partition and state
   slurm_job_gpus{job_id,user,account,partition,nodes}  GPUs of each running job
   slurm_scheduler_*                        sdiag: main and backfill cycle statistics
@@ -40,8 +44,12 @@ Sample = tuple[str, dict[str, str], float]  # (metric name, labels, value)
 HELP = {
     "slurm_node_state": "1 for the node's current Slurm state (label state), derived like sinfo's long form",
     "slurm_node_responding": "0 when Slurm marks the node NOT_RESPONDING",
-    "slurm_node_gpus_total": "GPUs configured on the node (CfgTRES gres/gpu)",
-    "slurm_node_gpus_allocated": "GPUs allocated to jobs on the node (AllocTRES gres/gpu)",
+    "slurm_node_gpus_total": "GPU GRES configured on the node, a MIG device counting one (CfgTRES gres/gpu)",
+    "slurm_node_gpus_allocated": "GPU GRES allocated to jobs on the node (AllocTRES gres/gpu)",
+    "slurm_node_gres_gpu_total": "GPU GRES configured on the node per type, GPU model or MIG profile "
+                                 "(CfgTRES gres/gpu:<type>)",
+    "slurm_node_gres_gpu_allocated": "GPU GRES allocated to jobs on the node per type, GPU model or MIG profile "
+                                     "(AllocTRES gres/gpu:<type>)",
     "slurm_queue_jobs": "Jobs known to slurmctld, by partition and state",
     "slurm_job_gpus": "GPUs allocated to each running job",
     "slurm_slurmctld_up": "1 when scontrol ping reports the slurmctld UP",
@@ -120,6 +128,17 @@ def tres_gpus(tres: str) -> int:
     return typed
 
 
+def tres_gpus_by_type(tres: str) -> dict[str, int]:
+    """``gres/gpu=11,gres/gpu:h100=4,gres/gpu:1g.10gb=7`` -> {"h100": 4, "1g.10gb": 7} (typed entries only)."""
+    counts: dict[str, int] = {}
+    for item in (tres or "").split(","):
+        name, _sep, value = item.partition("=")
+        if name.startswith("gres/gpu:") and len(name) > len("gres/gpu:"):
+            gpu_type = name[len("gres/gpu:"):]
+            counts[gpu_type] = counts.get(gpu_type, 0) + _int(value)
+    return counts
+
+
 def _int(text: str) -> int:
     match = re.match(r"\d+", text or "")
     return int(match.group(0)) if match else 0
@@ -159,6 +178,12 @@ def node_samples(text: str) -> list[Sample]:
         samples.append(("slurm_node_responding", {"node": name}, 1.0 if responding else 0.0))
         samples.append(("slurm_node_gpus_total", {"node": name}, float(tres_gpus(record.get("CfgTRES", "")))))
         samples.append(("slurm_node_gpus_allocated", {"node": name}, float(tres_gpus(record.get("AllocTRES", "")))))
+        # A tracked type is in CfgTRES; AllocTRES leaves out the types no job holds.
+        allocated = tres_gpus_by_type(record.get("AllocTRES", ""))
+        for gpu_type, total in tres_gpus_by_type(record.get("CfgTRES", "")).items():
+            labels = {"node": name, "type": gpu_type}
+            samples.append(("slurm_node_gres_gpu_total", labels, float(total)))
+            samples.append(("slurm_node_gres_gpu_allocated", dict(labels), float(allocated.get(gpu_type, 0))))
     return samples
 
 
