@@ -449,6 +449,83 @@ def node_add(hosts, inventory, extra_vars, forks, wait, as_json) -> None:
     _finish_run(result, as_json)
 
 
+@main.group(context_settings=CONTEXT_SETTINGS)
+def mig() -> None:
+    """MIG layouts of the compute nodes' GPUs (mig_layout in the inventory).
+
+    \b
+    Examples:
+      deepops mig show
+      deepops mig apply gpu02        # drains gpu02 only if its GPUs must change
+      deepops mig apply --json       # every compute node
+    """
+
+
+@mig.command("show", context_settings=CONTEXT_SETTINGS)
+@inventory_option
+@click.option("--limit", "-l", metavar="HOSTS", help="Only these hosts or groups (Ansible pattern).")
+@extra_vars_option
+@wait_option
+@json_option
+@handle_errors
+def mig_show(inventory, limit, extra_vars, wait, as_json) -> None:
+    """Per node and GPU, the MIG layout found against the declared one.
+
+    Changes nothing. State: ok (matches), differs (deepops mig apply or
+    deploy would change it), reset pending (a MIG mode change waits for a GPU
+    reset or reboot), unmanaged (mig_layout leaves it alone). Exits 1 if a
+    node could not be read or its layout does not fit its GPUs.
+    """
+    from deepops_py import inventory as inv
+    from deepops_py import mig as migs
+    from deepops_py import runner
+
+    source = inv.resolve_inventory(inventory)
+    _say_inventory(source)
+    cluster = inv.load_cluster(source.path)
+    request = migs.build_show_request(cluster, limit=limit, extra_vars=_parse_extra_vars(extra_vars), wait=wait)
+    result = runner.run_playbook(request, json_output=as_json)
+    rows, errors = migs.layout_rows(result), migs.layout_errors(result)
+    if as_json:
+        click.echo(json.dumps({"run_id": result.run_id, "ok": result.ok and not errors, "gpus": rows, "errors": errors}, indent=2))
+    else:
+        if not result.ok:
+            runner.print_summary(result)
+        migs.print_layouts(rows, errors)
+    if not result.ok or errors:
+        sys.exit(1)
+
+
+@mig.command("apply", context_settings=CONTEXT_SETTINGS)
+@click.argument("hosts", nargs=-1, metavar="[HOST]...")
+@inventory_option
+@extra_vars_option
+@forks_option
+@wait_option
+@json_option
+@handle_errors
+def mig_apply(hosts, inventory, extra_vars, forks, wait, as_json) -> None:
+    """Apply mig_layout on the compute nodes HOST... (default: all of them).
+
+    Runs playbooks/mig_apply.yml on those nodes, the controller(s) and the
+    slurmdbd host(s): a node whose GPUs already match is not touched; one
+    that must change is drained, its jobs are waited for (mig_drain_timeout;
+    then it fails and stays drained unless mig_force), its GPUs are changed,
+    gres.conf is rendered with its MIG devices, Slurm reconfigured and the
+    node resumed. deepops deploy does the same on every node. Exits 2
+    (touching nothing) if a HOST is not in slurm_compute, 1 if the run failed.
+    """
+    from deepops_py import inventory as inv
+    from deepops_py import mig as migs
+    from deepops_py import runner
+
+    source = inv.resolve_inventory(inventory)
+    _say_inventory(source)
+    cluster = inv.load_cluster(source.path)
+    request = migs.build_apply_request(cluster, hosts, extra_vars=_parse_extra_vars(extra_vars), forks=forks, wait=wait)
+    _finish_run(runner.run_playbook(request, json_output=as_json), as_json)
+
+
 @main.group(context_settings=CONTEXT_SETTINGS, invoke_without_command=True)
 @click.pass_context
 @json_option

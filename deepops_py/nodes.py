@@ -26,9 +26,15 @@ NEW_NODES_VAR = "deepops_new_nodes"
 
 def check_new_hosts(cluster: Cluster, hosts: tuple[str, ...] | list[str]) -> list[str]:
     """The hosts, each once, in the order given; InputError naming every host that is not a compute node."""
+    return check_compute_hosts(cluster, hosts, action="add")
+
+
+def check_compute_hosts(cluster: Cluster, hosts: tuple[str, ...] | list[str], *, action: str) -> list[str]:
+    """HOSTS, each once, in the order given, when every one is in slurm_compute;
+    else InputError naming each that is not (ACTION: what the command does to them)."""
     wanted = list(dict.fromkeys(hosts))
     if not wanted:
-        raise InputError("Name at least one host to add (deepops node add HOST...)")
+        raise InputError(f"Name at least one host to {action}")
     compute = set(cluster.groups.get(COMPUTE, []))
     inventory = cluster.inventory
     messages = []
@@ -43,7 +49,7 @@ def check_new_hosts(cluster: Cluster, hosts: tuple[str, ...] | list[str]) -> lis
         raise InputError(messages[0])
     if messages:
         raise InputError(
-            f"Cannot add {len(messages)} of the hosts", problems=[Problem("", "", "", message) for message in messages]
+            f"Cannot {action} {len(messages)} of the hosts", problems=[Problem("", "", "", message) for message in messages]
         )
     return wanted
 
