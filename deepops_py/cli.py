@@ -100,6 +100,15 @@ def handle_errors(func):
     return wrapper
 
 
+def _load_cluster(inventory):
+    """The inventory a command uses (-i, else the defaults), said on stderr, then loaded and validated."""
+    from deepops_py import inventory as inv
+
+    source = inv.resolve_inventory(inventory)
+    _say_inventory(source)
+    return inv.load_cluster(source.path)
+
+
 def _say_inventory(source) -> None:
     click.echo(f"Using inventory {source.path} ({source.origin})", err=True)
 
@@ -220,15 +229,11 @@ def check(inventory, no_ssh, limit, forks, timeout, as_json) -> None:
       deepops check -i site/inventory.yml --no-ssh
       deepops check --limit slurm_compute --json
     """
-    from deepops_py import inventory as inv
-
-    source = inv.resolve_inventory(inventory)
-    _say_inventory(source)
-    cluster = inv.load_cluster(source.path)
+    cluster = _load_cluster(inventory)  # validation first: bad input touches no host
     click.echo(f"Inventory valid: {len(cluster.hosts)} hosts in {len(cluster.groups)} groups", err=True)
     if no_ssh:
         if as_json:
-            click.echo(json.dumps({"inventory": str(source.path), "valid": True, "hosts": sorted(cluster.hosts)}))
+            click.echo(json.dumps({"inventory": str(cluster.inventory), "valid": True, "hosts": sorted(cluster.hosts)}))
         return
     from deepops_py import preflight
 
@@ -242,16 +247,13 @@ def check(inventory, no_ssh, limit, forks, timeout, as_json) -> None:
 
 
 def _run_playbook_command(command: str, *, check_mode: bool, inventory, limit, tags, skip_tags, extra_vars, forks, wait, as_json):
-    from deepops_py import inventory as inv
     from deepops_py import runner
 
-    source = inv.resolve_inventory(inventory)
-    _say_inventory(source)
-    cluster = inv.load_cluster(source.path)  # validation first: bad input touches no host
+    cluster = _load_cluster(inventory)  # validation first: bad input touches no host
     request = runner.RunRequest(
         command=command,
         playbook="site.yml",
-        inventory=source.path,
+        inventory=Path(cluster.inventory),
         limit=limit,
         tags=tags,
         skip_tags=skip_tags,
@@ -376,14 +378,11 @@ def _validate_help() -> str:
 @handle_errors
 def validate(inventory, skip, extra_vars, junit_file, wait, as_json) -> None:
     """Check that the deployed Slurm cluster works (help: _validate_help, built from the check list)."""
-    from deepops_py import inventory as inv
     from deepops_py import reports, runner, validate as validation
 
     if junit_file is not None and not junit_file.absolute().parent.is_dir():
         raise InputError(f"--junit {junit_file}: directory {junit_file.absolute().parent} does not exist")
-    source = inv.resolve_inventory(inventory)
-    _say_inventory(source)
-    cluster = inv.load_cluster(source.path)  # validation first: bad input touches no host
+    cluster = _load_cluster(inventory)  # validation first: bad input touches no host
     report, result = validation.run_validation(
         cluster, skip=tuple(skip), extra_vars=_parse_extra_vars(extra_vars), wait=wait, json_output=as_json
     )
@@ -436,12 +435,9 @@ def node_add(hosts, inventory, extra_vars, forks, wait, as_json) -> None:
       deepops node add gpu03
       deepops node add gpu03 gpu04 -i site/inventory.yml --json
     """
-    from deepops_py import inventory as inv
     from deepops_py import nodes
 
-    source = inv.resolve_inventory(inventory)
-    _say_inventory(source)
-    cluster = inv.load_cluster(source.path)
+    cluster = _load_cluster(inventory)  # validation first: bad input touches no host
     variables = _parse_extra_vars(extra_vars)
     new_hosts = nodes.check_new_hosts(cluster, hosts)  # before anything runs: exit 2 touches nothing
     click.echo(f"Adding {', '.join(new_hosts)}; running on: {', '.join(nodes.target_hosts(cluster, new_hosts))}", err=True)
@@ -476,13 +472,10 @@ def mig_show(inventory, limit, extra_vars, wait, as_json) -> None:
     reset or reboot), unmanaged (mig_layout leaves it alone). Exits 1 if a
     node could not be read or its layout does not fit its GPUs.
     """
-    from deepops_py import inventory as inv
     from deepops_py import mig as migs
     from deepops_py import runner
 
-    source = inv.resolve_inventory(inventory)
-    _say_inventory(source)
-    cluster = inv.load_cluster(source.path)
+    cluster = _load_cluster(inventory)  # validation first: bad input touches no host
     request = migs.build_show_request(cluster, limit=limit, extra_vars=_parse_extra_vars(extra_vars), wait=wait)
     result = runner.run_playbook(request, json_output=as_json)
     rows, errors = migs.layout_rows(result), migs.layout_errors(result)
@@ -515,13 +508,10 @@ def mig_apply(hosts, inventory, extra_vars, forks, wait, as_json) -> None:
     node resumed. deepops deploy does the same on every node. Exits 2
     (touching nothing) if a HOST is not in slurm_compute, 1 if the run failed.
     """
-    from deepops_py import inventory as inv
     from deepops_py import mig as migs
     from deepops_py import runner
 
-    source = inv.resolve_inventory(inventory)
-    _say_inventory(source)
-    cluster = inv.load_cluster(source.path)
+    cluster = _load_cluster(inventory)  # validation first: bad input touches no host
     request = migs.build_apply_request(cluster, hosts, extra_vars=_parse_extra_vars(extra_vars), forks=forks, wait=wait)
     _finish_run(runner.run_playbook(request, json_output=as_json), as_json)
 

@@ -195,6 +195,11 @@ def gpus_from_xml(xml_text: str) -> list[dict]:
     return gpus
 
 
+def mig_model(name: str) -> mig_profiles.MigModel | None:
+    """The MIG table of the simulated model NAME (by its capture's product name); None without MIG."""
+    return mig_profiles.model_for(product_name=_tag_text(_fixture(MODELS[name].xml_fixture), "product_name"))
+
+
 def mig_table(gpu: ET.Element) -> dict | None:
     """What the stand-in needs to simulate MIG on one recorded GPU: its model's profile table
     (``mig_profiles``), the recorded MIG mode it boots with and its BAR1 size; None without MIG."""

@@ -10,8 +10,6 @@ in-process (hundreds of calls); one runs it as the script it is.
 from __future__ import annotations
 
 import contextlib
-import importlib.machinery
-import importlib.util
 import io
 import os
 import subprocess
@@ -23,28 +21,18 @@ import pytest
 from ansible_collections.deepops.cluster.plugins.module_utils import mig_apply, mig_profiles
 from ansible_collections.deepops.cluster.plugins.module_utils import nvidia_smi as facts
 from hypothesis import HealthCheck, given, settings
+from mig_standin import MIG_MODELS, STAND_IN, load_stand_in
 from hypothesis import strategies as st
 
 from deepops_py.virtual import payload
 from deepops_py.virtual.gpus import GpuSpec
 
-STAND_IN = payload.DATA_DIR / "nvidia-smi"
 SMI = "nvidia-smi"
 CHANGING = {"-mig", "--multi-instance-gpu", "-cgi", "-cci", "-dci", "-dgi"}
 MIXED_80GB = ["3g.40gb", "2g.20gb", "1g.10gb", "1g.10gb"]
-# virtual cluster model -> MIG table
-VIRTUAL_MODELS = {"a100": "a100-40gb", "a100-80gb": "a100-80gb", "h100": "h100-80gb"}
 
 
-def _load_stand_in():
-    loader = importlib.machinery.SourceFileLoader("simulated_nvidia_smi_apply", str(STAND_IN))
-    spec = importlib.util.spec_from_loader(loader.name, loader)
-    module = importlib.util.module_from_spec(spec)
-    loader.exec_module(module)
-    return module
-
-
-STAND_IN_MODULE = _load_stand_in()
+STAND_IN_MODULE = load_stand_in("simulated_nvidia_smi_apply")
 
 
 class Node:
@@ -52,7 +40,7 @@ class Node:
 
     def __init__(self, root: Path, model: str, count: int):
         self.root, self.count = root, count
-        self.model = mig_profiles.MODELS.get(VIRTUAL_MODELS.get(model, ""))  # None: a GPU without MIG
+        self.model = mig_profiles.MODELS.get(MIG_MODELS.get(model, ""))  # None: a GPU without MIG
         for relative, (content, mode) in payload.gpu_files(GpuSpec(model, count), "gpu01").items():
             target = root / relative
             target.parent.mkdir(parents=True, exist_ok=True)
@@ -469,14 +457,14 @@ def node_layouts(draw, model: mig_profiles.MigModel):
 
 @st.composite
 def cases(draw):
-    virtual = draw(st.sampled_from(sorted(VIRTUAL_MODELS)))
-    model = mig_profiles.MODELS[VIRTUAL_MODELS[virtual]]
+    virtual = draw(st.sampled_from(sorted(MIG_MODELS)))
+    model = mig_profiles.MODELS[MIG_MODELS[virtual]]
     return virtual, model, draw(node_layouts(model)), draw(node_layouts(model))
 
 
 @pytest.fixture(scope="module")
 def property_nodes(tmp_path_factory):
-    return {virtual: Node(tmp_path_factory.mktemp(virtual), virtual, GPUS) for virtual in VIRTUAL_MODELS}
+    return {virtual: Node(tmp_path_factory.mktemp(virtual), virtual, GPUS) for virtual in MIG_MODELS}
 
 
 @settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])

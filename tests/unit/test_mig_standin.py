@@ -10,8 +10,6 @@ docstring). The stand-in runs as the script it is, against the files
 from __future__ import annotations
 
 import contextlib
-import importlib.machinery
-import importlib.util
 import io
 import json
 import os
@@ -26,12 +24,12 @@ from ansible_collections.deepops.cluster.plugins.module_utils import mig_profile
 from ansible_collections.deepops.cluster.plugins.module_utils import nvidia_smi as facts
 from gpu_fixtures import A100_MIG_XML, FIXTURES
 from hypothesis import HealthCheck, given, settings
+from mig_standin import MIG_MODELS, STAND_IN, load_stand_in
 from hypothesis import strategies as st
 
 from deepops_py.virtual import payload
 from deepops_py.virtual.gpus import GpuSpec
 
-STAND_IN = payload.DATA_DIR / "nvidia-smi"
 BOOT = payload.DATA_DIR / "deepops-simulated-gpus"
 CAPS_MAJOR = 237
 needs_root = pytest.mark.skipif(os.geteuid() != 0, reason="mknod of character devices needs root (CI runs as root)")
@@ -443,21 +441,10 @@ def test_a100_80gb_boots_in_mig_mode_and_shows_devices_like_the_capture(tmp_path
 # Property: what mig_profiles.place accepts, the stand-in creates; what it rejects, the stand-in refuses
 
 
-def _load_stand_in():
-    loader = importlib.machinery.SourceFileLoader("simulated_nvidia_smi", str(STAND_IN))
-    spec = importlib.util.spec_from_loader(loader.name, loader)
-    module = importlib.util.module_from_spec(spec)
-    loader.exec_module(module)
-    return module
-
-
-MIG_MODELS = {"a100": "a100-40gb", "a100-80gb": "a100-80gb", "h100": "h100-80gb"}
-
-
 @pytest.fixture(scope="module")
 def in_process(tmp_path_factory):
     """The stand-in loaded once, run in-process (hundreds of examples) against one node per model."""
-    module = _load_stand_in()
+    module = load_stand_in("simulated_nvidia_smi")
     nodes = {}
     for model in MIG_MODELS:
         node = Node(tmp_path_factory.mktemp(model), GpuSpec(model, 1))
