@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -405,3 +406,37 @@ def test_the_second_deploy_changes_nothing_and_drains_nothing(bed):
     assert said.startswith(f"busy is drained already ({REASON})")
     assert _mutations(calls) == []
     assert second["global_custom_stats"]["deepops_reboot_required"].keys() == {"resetpending"}
+
+
+@pytest.mark.parametrize("check", [True, False])
+def test_resume_on_a_controller_without_slurm_yet_resumes_nothing_and_does_not_fail(tmp_path, check):
+    # deepops plan on a fresh cluster reaches the resume step before Slurm is
+    # installed: no sinfo on the controller must not fail the run.
+    local = {"ansible_connection": "local", "ansible_python_interpreter": sys.executable}
+    inventory = tmp_path / "inventory.yml"
+    inventory.write_text(yaml.safe_dump({"all": {"children": {
+        "slurm_controller": {"hosts": {"ctl01": dict(local)}},
+        "slurm_compute": {"hosts": {"gpu01": {**local, "mig_changed": False}}},
+    }}}))
+    playbook = tmp_path / "resume.yml"
+    playbook.write_text(yaml.safe_dump([{
+        "name": "Resume", "hosts": "slurm_controller[0]", "gather_facts": False,
+        "tasks": [{"name": "MIG | Resume", "ansible.builtin.import_role": {"name": "mig", "tasks_from": "resume.yml"}}],
+    }]))
+    empty = tmp_path / "bin"
+    empty.mkdir()  # a PATH with ansible's Python and nothing of Slurm
+    env = {
+        **{key: value for key, value in os.environ.items() if not key.startswith("ANSIBLE_")},
+        "PATH": f"{empty}{os.pathsep}{Path(sys.executable).parent}{os.pathsep}/usr/bin{os.pathsep}/bin",
+        "ANSIBLE_CONFIG": str(REPO / "ansible.cfg"),
+        "ANSIBLE_ROLES_PATH": str(REPO / "roles"),
+        "ANSIBLE_LOCAL_TEMP": str(tmp_path / "ansible-tmp"),
+    }
+    assert shutil.which("sinfo", path=env["PATH"]) is None
+    result = subprocess.run(
+        [str(Path(sys.executable).parent / "ansible-playbook"), "-i", str(inventory), str(playbook),
+         *(["--check"] if check else [])],
+        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300,
+    )
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-2000:]
+    assert "failed=0" in result.stdout and "changed=0" in result.stdout
