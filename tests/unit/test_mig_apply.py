@@ -21,10 +21,9 @@ import pytest
 from ansible_collections.deepops.cluster.plugins.module_utils import mig_apply, mig_profiles
 from ansible_collections.deepops.cluster.plugins.module_utils import nvidia_smi as facts
 from hypothesis import HealthCheck, given, settings
-from mig_standin import MIG_MODELS, STAND_IN, load_stand_in
+from mig_standin import MIG_MODELS, STAND_IN, install_node, load_stand_in
 from hypothesis import strategies as st
 
-from deepops_py.virtual import payload
 from deepops_py.virtual.gpus import GpuSpec
 
 SMI = "nvidia-smi"
@@ -41,19 +40,7 @@ class Node:
     def __init__(self, root: Path, model: str, count: int):
         self.root, self.count = root, count
         self.model = mig_profiles.MODELS.get(MIG_MODELS.get(model, ""))  # None: a GPU without MIG
-        for relative, (content, mode) in payload.gpu_files(GpuSpec(model, count), "gpu01").items():
-            target = root / relative
-            target.parent.mkdir(parents=True, exist_ok=True)
-            target.write_bytes(content)
-            target.chmod(mode)
-        (root / "dev").mkdir(exist_ok=True)
-        self.env = {
-            "DEEPOPS_SIMULATED_GPUS": str(root / "etc/deepops/simulated-gpus.json"),
-            "DEEPOPS_SIMULATED_GPUS_DATA": str(root / "usr/share/deepops/simulated-gpus"),
-            "DEEPOPS_SIMULATED_MIG_STATE": str(root / "var/lib/deepops/simulated-gpus/mig-state.json"),
-            "DEEPOPS_SIMULATED_MIG_RUN": str(root / "run/deepops/simulated-gpus"),
-            "DEEPOPS_SIMULATED_DEV": str(root / "dev"),
-        }
+        self.env = install_node(root, GpuSpec(model, count))
         self.calls: list[list[str]] = []
         self.boot()
 

@@ -20,12 +20,11 @@ from pathlib import Path
 import pytest
 import yaml
 from ansible_collections.deepops.cluster.plugins.module_utils import mig_apply
+from mig_standin import STAND_IN, install_node
 
-from deepops_py.virtual import payload
 from deepops_py.virtual.gpus import GpuSpec
 
 REPO = Path(__file__).resolve().parents[2]
-STAND_IN = payload.DATA_DIR / "nvidia-smi"
 REASON = "deepops: MIG layout change"
 MIXED = ["3g.40gb", "2g.20gb", "1g.10gb", "1g.10gb"]
 
@@ -112,16 +111,6 @@ CASES = {
 }
 
 
-def _stand_in_env(root: Path) -> dict[str, str]:
-    return {
-        "DEEPOPS_SIMULATED_GPUS": str(root / "etc/deepops/simulated-gpus.json"),
-        "DEEPOPS_SIMULATED_GPUS_DATA": str(root / "usr/share/deepops/simulated-gpus"),
-        "DEEPOPS_SIMULATED_MIG_STATE": str(root / "var/lib/deepops/simulated-gpus/mig-state.json"),
-        "DEEPOPS_SIMULATED_MIG_RUN": str(root / "run/deepops/simulated-gpus"),
-        "DEEPOPS_SIMULATED_DEV": str(root / "dev"),
-    }
-
-
 class Bed:
     """The inventory, the stand-ins and their states, and the runs."""
 
@@ -157,13 +146,7 @@ class Bed:
         computes = {}
         for host, (gpus, count, variables, _node, before, busy) in CASES.items():
             root = tmp / "nodes" / host
-            for relative, (content, mode) in payload.gpu_files(GpuSpec(gpus, count), host).items():
-                target = root / relative
-                target.parent.mkdir(parents=True, exist_ok=True)
-                target.write_bytes(content)
-                target.chmod(mode)
-            (root / "dev").mkdir()
-            env = _stand_in_env(root)
+            env = install_node(root, GpuSpec(gpus, count), host)
             computes[host] = {**local, **variables, "mig_test_env": env}
             if before is not None:
                 mig_apply.apply_layout(self.runner(host, env), "nvidia-smi", before)

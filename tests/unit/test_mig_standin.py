@@ -24,7 +24,7 @@ from ansible_collections.deepops.cluster.plugins.module_utils import mig_profile
 from ansible_collections.deepops.cluster.plugins.module_utils import nvidia_smi as facts
 from gpu_fixtures import A100_MIG_XML, FIXTURES
 from hypothesis import HealthCheck, given, settings
-from mig_standin import MIG_MODELS, STAND_IN, load_stand_in
+from mig_standin import MIG_MODELS, STAND_IN, install_node, load_stand_in
 from hypothesis import strategies as st
 
 from deepops_py.virtual import payload
@@ -40,21 +40,7 @@ class Node:
 
     def __init__(self, root: Path, spec: GpuSpec):
         self.root = root
-        for relative, (content, mode) in payload.gpu_files(spec, "gpu01").items():
-            target = root / relative
-            target.parent.mkdir(parents=True, exist_ok=True)
-            target.write_bytes(content)
-            target.chmod(mode)
-        (root / "dev").mkdir()
-        self.env = {
-            **os.environ,
-            "DEEPOPS_SIMULATED_GPUS": str(root / "etc/deepops/simulated-gpus.json"),
-            "DEEPOPS_SIMULATED_GPUS_DATA": str(root / "usr/share/deepops/simulated-gpus"),
-            "DEEPOPS_SIMULATED_MIG_STATE": str(root / "var/lib/deepops/simulated-gpus/mig-state.json"),
-            "DEEPOPS_SIMULATED_MIG_RUN": str(root / "run/deepops/simulated-gpus"),
-            "DEEPOPS_SIMULATED_DEV": str(root / "dev"),
-            "DEEPOPS_SIMULATED_NVIDIA_SMI": str(STAND_IN),
-        }
+        self.env = {**os.environ, **install_node(root, spec), "DEEPOPS_SIMULATED_NVIDIA_SMI": str(STAND_IN)}
 
     def smi(self, *args: str, ok: bool = True) -> subprocess.CompletedProcess[str]:
         result = subprocess.run([sys.executable, str(STAND_IN), *args], capture_output=True, text=True, env=self.env)
