@@ -60,7 +60,8 @@ class InventoryLock:
 @contextmanager
 def inventory_lock(inventory: Path, command: str, *, wait: bool = False) -> Iterator[InventoryLock]:
     """Hold INVENTORY's lock for the body. Busy: wait (WAIT) or raise DeepopsError naming the holder."""
-    path = paths.make_dir(lock_path(inventory).parent) / lock_path(inventory).name
+    path = lock_path(inventory)
+    paths.make_dir(path.parent)
     # O_CLOEXEC (Python's default): ansible-playbook never inherits the lock,
     # so it is released with this process and not kept by a child.
     with open(path, "a+", encoding="utf-8") as handle:
