@@ -9,18 +9,22 @@ Where the numbers come from
     The geometry of every model (profile names, compute and memory fractions,
     how many instances fit, engines) is NVIDIA's Multi-Instance GPU User Guide,
     section "Supported MIG Profiles": each model names its table in
-    ``MigModel.source``. That section draws the valid placements only as
+    ``MigModel.source`` (the H20, which has none there, takes the H100 96GB
+    table, as NVIDIA mig-parted does). That section draws the valid placements only as
     diagrams; the placements, the GPU-instance profile ids, the SM counts and
     the memory sizes here are what ``nvidia-smi mig -lgip`` and ``-lgipp``
     print on the model (the guide's own listing for the A100 40GB, public
     captures for the others). Anything not read from a source is listed, with
     how it was derived, in ``MigModel.derived``.
 
-Models left out
-    B200 and H20: the guide has a B200 table (and H20 uses the H100 96GB
-    profile names), but no ``-lgip``/``-lgipp`` listing was found for either,
-    so their ids, SM counts, memory sizes and placements are unknown. A model
-    that is not in ``MODELS`` cannot take a layout: the check says so.
+Models left out, and the least certain ones
+    A model that is not in ``MODELS`` cannot take a layout: the check says
+    so. Among those the guide lists are the H100 PCIe, the H100 on GH200,
+    GB200 and the RTX PRO Blackwell boards. B200 and H20 are in the table
+    with more derived values than the others: no ``-lgipp`` listing was
+    found for either; of the B200's ``-lgip``, the 3g, 4g and 7g rows were
+    found only in part; of the H20's, only the 1g rows, so its other SM
+    counts and sizes are estimates. Their ``derived`` says which and how.
 
 Layout vocabulary (``mig_layout``)
     ``unmanaged`` (or null)   leave MIG as it is on every GPU (the default)
@@ -349,8 +353,105 @@ _H200_141GB = MigModel(
     ),
 )
 
+_B200_180GB = MigModel(
+    key="b200-180gb",
+    label="B200 180GB",
+    gpu_type="b200",
+    # As nvidia-smi prints it on HGX/DGX B200 (NVIDIA/gpu-operator#2155; the
+    # nccl-tests log behind tests' B200 topology fixture). GB200 is another
+    # type (gb200) with other profiles (1g.24gb, 1g.47gb, ...): not this table.
+    product_names=("NVIDIA B200",),
+    compute_slices=7,
+    memory_slices=8,
+    # name, id, compute slices, memory slices, GiB, max, SMs, placements, CE, DEC, JPEG, OFA
+    profiles=(
+        _p("1g.23gb", 19, 1, 1, 20.50, 7, 18, _ONE, 2, 1, 1, 0),
+        _p("1g.23gb+me", 20, 1, 1, 20.50, 1, 18, _ONE, 2, 1, 1, 1),
+        _p("1g.45gb", 15, 1, 2, 44.25, 4, 30, _TWO_1G, 2, 1, 1, 0),
+        # The guide's table says 3 copy engines for 2g.45gb; -lgip prints CE 4 (kept, as for the A30).
+        _p("2g.45gb", 14, 2, 2, 44.25, 3, 36, _TWO, 4, 2, 2, 0),
+        _p("3g.90gb", 9, 3, 4, 89.00, 2, 70, _HALF, 6, 3, 3, 0),
+        _p("4g.90gb", 5, 4, 4, 89.00, 1, 72, _FIRST, 8, 4, 4, 0),
+        _p("7g.180gb", 0, 7, 8, 178.50, 1, 148, _FIRST, 16, 7, 7, 1),
+    ),
+    balanced=("3g.90gb", "2g.45gb", "1g.23gb", "1g.23gb"),
+    source=(
+        f"{_GUIDE}: 'B200 MIG Profiles', the table of the B200 180 GB product (Table 9 in the R580 guide), "
+        "for names, fractions, instance counts, the +me and 7g optical-flow engine and the copy engines of "
+        "3g.90gb (6), 4g.90gb (8) and 7g.180gb (16); the 'nvidia-smi mig -lgip' captures of a B200 in "
+        "NVIDIA/mig-parted#166 and #187 (also NVIDIA/gpu-operator#1242 and #1351) for ids, SMs, memory and "
+        "engines of 1g.23gb, 1g.23gb+me, 1g.45gb and 2g.45gb (1g.23gb prints 22.00 GiB with the first driver, "
+        "20.50 with the later one kept here); the MIG devices of NVIDIA/gpu-operator#2155 (20992 MiB, 18 SMs; "
+        "45312 MiB, 36 SMs, CE 4, DEC 2, JPEG 2) agree; SMs (70, 72, 148) and GiB (89.00, 178.50) of 3g.90gb, "
+        "4g.90gb and 7g.180gb from a public TensorRT cookbook note's '-lgip' table of a B200 180 GB "
+        "(its repository not identified). all-balanced: NVIDIA mig-parted's default configuration "
+        "(deployments/systemd/config-default.yaml, device 0x290110DE)"
+    ),
+    derived=(
+        "profile ids 9 (3g.90gb), 5 (4g.90gb), 0 (7g.180gb): the rows of the captures that show them were "
+        "not readable; every captured 8-memory-slice model (A100 40/80GB, H100 80GB, H100 NVL, H100 96GB, "
+        "H200, and the B200's own first four rows) numbers these profile shapes so",
+        "decoders and JPEG of 3g.90gb (3, 3), 4g.90gb (4, 4) and 7g.180gb (7, 7): one of each per compute "
+        "slice, as -lgip prints for the B200's 1g and 2g rows and for every H100-family profile (the guide's "
+        "B200 table says 1 NVDEC and 1 JPEG for every profile, also where -lgip prints 2)",
+        "placements: no -lgipp listing of a B200 was found; the starts -lgipp lists on every captured "
+        "8-memory-slice model, which the B200's fractions (eighths of memory, sevenths of SMs) share",
+    ),
+)
+
+_H20_96GB = MigModel(
+    key="h20-96gb",
+    label="H20 96GB",
+    gpu_type="h20",
+    # nvidia-smi -L of H20 nodes prints "NVIDIA H20". An H20 with 141 GB
+    # (H20-3e) would have other profile sizes; its product name was not
+    # found, so it is not listed (model_for's type fallback maps h20 here).
+    product_names=("NVIDIA H20",),
+    compute_slices=7,
+    memory_slices=8,
+    # name, id, compute slices, memory slices, GiB, max, SMs, placements, CE, DEC, JPEG, OFA
+    profiles=(
+        _p("1g.12gb", 19, 1, 1, 11.75, 7, 8, _ONE, 1, 1, 1, 0),
+        _p("1g.12gb+me", 20, 1, 1, 11.75, 1, 8, _ONE, 1, 1, 1, 1),
+        _p("1g.24gb", 15, 1, 2, 23.50, 4, 13, _TWO_1G, 1, 1, 1, 0),
+        _p("2g.24gb", 14, 2, 2, 23.50, 3, 16, _TWO, 2, 2, 2, 0),
+        _p("3g.48gb", 9, 3, 4, 47.00, 2, 30, _HALF, 3, 3, 3, 0),
+        _p("4g.48gb", 5, 4, 4, 47.00, 1, 32, _FIRST, 4, 4, 4, 0),
+        _p("7g.96gb", 0, 7, 8, 94.00, 1, 66, _FIRST, 8, 7, 7, 1),
+    ),
+    balanced=("3g.48gb", "2g.24gb", "1g.12gb", "1g.12gb"),
+    source=(
+        f"{_GUIDE}: the guide's 'Supported GPUs' lists the H20 (GH100, 96GB, 7 instances) but 'Supported "
+        "MIG Profiles' has no H20 table; NVIDIA mig-parted's default configuration "
+        "(deployments/systemd/config-default.yaml) gives the H20 (device 0x232910DE) the H100 96GB "
+        "(H100 on GH200) profiles, whose table there is taken for names, fractions and instance counts; "
+        "a public 'nvidia-smi mig -lgip' of an NVIDIA H20 (driver 535.247.01; a blog post on MIG dated "
+        "2025-06-17, its repository not identified) for 1g.12gb and 1g.12gb+me: ids 19 and 20, 7 and 1 "
+        "instances, 11.75 GiB, 8 SMs, DEC 1, ENC 0; its MIG devices report 12032 MiB and 8 SMs. "
+        "all-balanced: NVIDIA mig-parted's default configuration (the H100-96GB/H20 entry)"
+    ),
+    derived=(
+        "profile ids 15, 14, 9, 5, 0: every captured 8-memory-slice model numbers these profile shapes so "
+        "(the H100 96GB capture on GH200 among them, with these same names)",
+        "copy engines, JPEG and optical-flow engines (and decoders beyond 1g): the guide's H100 96GB table, "
+        "whose profiles mig-parted gives the H20; -lgip of the H20's 1g rows lost those columns",
+        "memory of 1g.24gb and 2g.24gb (23.50 GiB), 3g.48gb and 4g.48gb (47.00), 7g.96gb (94.00): 2, 4 and "
+        "8 times the captured one-slice 11.75 GiB. On every captured model a profile of n memory slices "
+        "has at least n times the one-slice size, and the whole-GPU profile less than the GPU's memory "
+        "(an H20's is 97871 MiB, 95.58 GiB, in the nvidia-smi of NVIDIA/nvtrust#128): these lower bounds "
+        "fit under it, and a real H20 may print somewhat larger sizes",
+        "SMs of 1g.24gb (13), 2g.24gb (16), 3g.48gb (30), 4g.48gb (32) and 7g.96gb (66): half the H100's "
+        "(26, 32, 60, 64, 132), as the captured 1g has 8 SMs to the H100's 16; no H20 capture of them was "
+        "found (the H20 has 78 SMs in all). The gpu facts name a MIG device by its SM count, so an H20 "
+        "device whose count differs from these gets no profile name",
+        "placements: no -lgipp listing of an H20 was found; the starts -lgipp lists on every captured "
+        "8-memory-slice model",
+    ),
+)
+
 MODELS: dict[str, MigModel] = {
-    model.key: model for model in (_A100_40GB, _A100_80GB, _A30, _H100_80GB, _H100_94GB, _H200_141GB)
+    model.key: model
+    for model in (_A100_40GB, _A100_80GB, _A30, _H100_80GB, _H100_94GB, _H200_141GB, _B200_180GB, _H20_96GB)
 }
 
 

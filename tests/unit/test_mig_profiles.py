@@ -210,6 +210,24 @@ def test_lgip_figures_convert_to_the_mib_the_driver_reports():
     # -lgip prints two decimals; the H100 NVL's MIG devices report these MiB in the same capture.
     assert [mig._mib(gib) for gib in (10.75, 21.62, 46.38)] == [11008, 22144, 47488]
     assert mig._mib(19.50) == 19968 and mig._mib(5.81) == 5952
+    # B200: the MIG devices of NVIDIA/gpu-operator#2155 (1g.23gb, 2g.45gb); H20: a public 1g.12gb device.
+    assert [mig._mib(gib) for gib in (20.50, 44.25)] == [20992, 45312]
+    assert mig._mib(11.75) == 12032
+
+
+@pytest.mark.parametrize(
+    ("product", "sms", "mib", "engines", "expected"),
+    [
+        # nvidia-smi's MIG devices on B200s (NVIDIA/gpu-operator#2155) and an H20 (a public write-up).
+        ("NVIDIA B200", 18, 20992, {"copy_engines": 2, "decoders": 1, "ofa": 0, "jpeg": 1}, "1g.23gb"),
+        ("NVIDIA B200", 36, 45312, {"copy_engines": 4, "decoders": 2, "ofa": 0, "jpeg": 2}, "2g.45gb"),
+        ("NVIDIA B200", 18, 20992, {"ofa": 1}, "1g.23gb+me"),
+        ("NVIDIA H20", 8, 12032, {}, "1g.12gb"),
+    ],
+)
+def test_the_gpu_facts_name_b200_and_h20_mig_devices_from_the_table(product, sms, mib, engines, expected):
+    gpu_type = nvidia_smi.normalize_gpu_type(product)
+    assert nvidia_smi.infer_mig_profile(gpu_type, product, None, sms, mib, engines) == expected
 
 
 # --------------------------------------------------------------------------
@@ -250,6 +268,12 @@ DOCUMENTED: dict[str, list[list[str]]] = {
     "h100-94gb": [["3g.47gb", "1g.24gb", "1g.12gb"]],
     # A mig-parted mixed configuration for H200 (AWS SageMaker HyperPod): 1g.18gb x 5 + 2g.35gb.
     "h200-141gb": [["1g.18gb"] * 5 + ["2g.35gb"]],
+    # Three 2g.45gb and a 1g.23gb on one B200 (the MIG devices of NVIDIA/gpu-operator#2155); the rest are
+    # mig-parted's presets (all-balanced: 3g.90gb + 2g.45gb + 2 x 1g.23gb).
+    "b200-180gb": [["2g.45gb", "2g.45gb", "2g.45gb", "1g.23gb"]],
+    # 3g.48gb + 1g.24gb + 2 x 1g.12gb per GPU on 8x H20 nodes (a public nvidia-smi -L of a GPU Operator
+    # cluster), and the two 1g.12gb of a public H20 -cgi session.
+    "h20-96gb": [["3g.48gb", "1g.24gb", "1g.12gb", "1g.12gb"], ["1g.12gb", "1g.12gb"]],
 }
 
 
@@ -265,6 +289,28 @@ def test_documented_combinations_are_accepted(key, names):
     assert_valid_placement(m, names, placement)
     assert mig.layout_problems(m, {0: names}, gpu_count=1) == []
     assert mig.expand_layout(m, {"all": names}, 2) == {0: names, 1: names}
+
+
+@pytest.mark.parametrize(
+    ("key", "names", "problem"),
+    [
+        ("b200-180gb", ["4g.90gb", "4g.90gb"], "2 x 4g.90gb, but at most 1 fit on one B200 180GB"),
+        ("b200-180gb", ["3g.90gb", "3g.90gb", "1g.23gb"],
+         "3g.90gb, 3g.90gb, 1g.23gb need 9 memory slices, and the B200 180GB has 8"),
+        ("b200-180gb", ["4g.90gb", "2g.45gb", "1g.45gb", "1g.23gb"],
+         "4g.90gb, 2g.45gb, 1g.45gb, 1g.23gb need 8 compute slices, and the B200 180GB has 7"),
+        ("b200-180gb", ["1g.23gb+me", "7g.180gb"], "1g.23gb+me, 7g.180gb need 8 compute slices"),
+        ("h20-96gb", ["3g.48gb", "4g.48gb", "1g.12gb"], "3g.48gb, 4g.48gb, 1g.12gb need 8 compute slices, and the H20 96GB has 7"),
+        ("h20-96gb", ["3g.48gb", "2g.24gb", "1g.24gb", "1g.12gb"],
+         "3g.48gb, 2g.24gb, 1g.24gb, 1g.12gb need 9 memory slices, and the H20 96GB has 8"),
+        ("h20-96gb", ["2g.24gb"] * 4, "4 x 2g.24gb, but at most 3 fit on one H20 96GB"),
+    ],
+)
+def test_b200_and_h20_layouts_that_cannot_fit_are_rejected(key, names, problem):
+    m = model(key)
+    assert mig.place(m, names) is None and not brute_force(m, names)
+    (message,) = mig.layout_problems(m, {1: names}, gpu_count=8)
+    assert message.startswith(f"GPU 1: {problem}"), message
 
 
 def test_an_order_nvidia_smi_refuses_is_placed_anyway():
@@ -473,7 +519,11 @@ def test_model_for_product_names_and_types():
     assert mig.model_for(product_name="NVIDIA H200 NVL").key == "h200-141gb"  # through its GPU type, h200
     assert mig.model_for(product_name="NVIDIA H100 PCIe") is None  # per-instance SMs undocumented: left out
     assert mig.model_for(product_name="NVIDIA L40S") is None
-    assert mig.model_for(product_name="NVIDIA B200") is None
+    assert mig.model_for(product_name="NVIDIA B200").key == "b200-180gb"
+    assert mig.model_for(product_name="NVIDIA H20").key == "h20-96gb"
+    assert mig.model_for(product_name="NVIDIA GB200") is None  # gb200: other profiles, no table
+    assert mig.model_for(gpu_type="b200").key == "b200-180gb"
+    assert mig.model_for(gpu_type="h20").key == "h20-96gb"
     assert mig.model_for(gpu_type="a30").key == "a30-24gb"
     assert mig.model_for(gpu_type="h100-94gb").key == "h100-94gb"
     assert mig.model_for(gpu_type="a100") is None  # 40 or 80GB
@@ -510,10 +560,29 @@ def test_offline_without_a_type_every_table_is_tried():
 
 def test_offline_a_type_without_a_table_refuses_mig():
     assert mig.offline_problems("disabled", "l40s") == []
-    assert mig.offline_problems("unmanaged", "b200") == []
+    assert mig.offline_problems("unmanaged", "gb200") == []
     assert mig.offline_problems({"all": "disabled", 0: "unmanaged"}, "t4") == []
-    (problem,) = mig.offline_problems({0: ["1g.23gb"]}, "b200")
-    assert problem.startswith("GPU 0: 1g.23gb needs MIG, but slurm_gpu_type 'b200' has no MIG table in deepops")
+    (problem,) = mig.offline_problems({0: ["1g.24gb"]}, "gb200")
+    assert problem.startswith("GPU 0: 1g.24gb needs MIG, but slurm_gpu_type 'gb200' has no MIG table in deepops")
+    assert "b200, h100, h20, h200" in problem  # the types that have one
+
+
+def test_offline_b200_and_h20_are_checked_against_their_tables():
+    assert mig.offline_problems("all-balanced", "b200") == []
+    assert mig.offline_problems({"all": ["4g.90gb", "3g.90gb"]}, "b200") == []
+    assert mig.offline_problems({0: ["3g.48gb", "1g.24gb", "1g.12gb", "1g.12gb"]}, "h20") == []
+    assert mig.offline_problems({3: ["7g.180gb", "1g.23gb"]}, "b200") == [
+        "GPU 3: 7g.180gb, 1g.23gb need 8 compute slices, and the B200 180GB has 7"
+    ]
+    assert mig.offline_problems({"all": ["1g.23gb+me", "1g.23gb+me"]}, "b200") == [
+        "all GPUs: 2 x 1g.23gb+me, but at most 1 fit on one B200 180GB"
+    ]
+    # The H20 shares the H100 NVL's small names, not its 47gb ones.
+    assert mig.offline_problems({0: ["3g.47gb"]}, "h20") == [
+        "GPU 0: '3g.47gb' is not a MIG profile of the H20 96GB — did you mean 3g.48gb (the same slices; "
+        "3g.47gb is the H100 94GB's name)?"
+    ]
+    assert mig.offline_problems({0: ["1g.24gb"] * 5}, "h20") == ["GPU 0: 5 x 1g.24gb, but at most 4 fit on one H20 96GB"]
 
 
 def test_offline_one_model_reports_its_own_problems():
