@@ -346,15 +346,56 @@ def _validate_help() -> str:
         "From the controller, with short test jobs it cancels afterwards:\n\n"
         "\b\n" + "\n".join(rows) + "\n\n"
         "Each result is pass, fail or not applicable (with the reason, e.g. a node without GPUs). "
-        "Prints a table (or --json); --junit FILE writes JUnit XML too (not applicable: <skipped>). "
+        "Prints a table (or --json); --junit FILE writes JUnit XML too (not applicable: <skipped>); "
+        "--report FILE writes the acceptance report as one self-contained HTML page, whatever the verdict. "
+        "Results from the virtual cluster's stand-in tools are marked simulated in every output. "
+        "--burn-in MINUTES adds the opt-in burnin check; --drain-failed drains the nodes failing a GPU check. "
         "Settings: the validate role's argument specs, roles/validate/meta/argument_specs.yml.\n\n"
         "Exit codes: 0 no check failed, 1 a check or the run failed, 2 invalid input.\n\n"
         "\b\n"
         "Examples:\n"
         "  deepops validate\n"
         "  deepops validate --skip preemption --junit validate.xml\n"
+        "  deepops validate --report acceptance.html\n"
+        "  deepops validate --burn-in 10 --drain-failed --report acceptance.html\n"
         "  deepops validate -e validate_preemption_bound=120 --json\n"
     )
+
+
+def _output_file_option(flag: str, dest: str, help: str):
+    """An option naming a file a command writes (a directory is refused by click: exit 2)."""
+    return click.option(flag, dest, metavar="FILE", type=click.Path(dir_okay=False, writable=True, path_type=Path), help=help)
+
+
+def _check_output_files(files: dict[str, Path | None]) -> None:
+    """Before anything runs: each file's directory exists, and no two options name the same file."""
+    seen: dict[Path, str] = {}
+    for flag, path in files.items():
+        if path is None:
+            continue
+        if not path.absolute().parent.is_dir():
+            raise InputError(f"{flag} {path}: directory {path.absolute().parent} does not exist")
+        if path.resolve() in seen:
+            raise InputError(f"{flag} {path}: {seen[path.resolve()]} writes the same file")
+        seen[path.resolve()] = flag
+
+
+def _write_output_file(flag: str, path: Path | None, render) -> None:
+    if path is None:
+        return
+    try:
+        path.write_text(render(), encoding="utf-8")
+    except OSError as error:
+        raise InputError(f"{flag} {path}: cannot write: {error.strerror}") from None
+
+
+def _cluster_name(cluster) -> str:
+    """Slurm's name for the cluster (slurm_cluster_name), else the inventory it comes from."""
+    from deepops_py.inventory import CONTROLLER
+
+    controllers = cluster.groups.get(CONTROLLER) or []
+    name = cluster.hosts[controllers[0]].vars.get("slurm_cluster_name") if controllers else None
+    return str(name) if name else str(cluster.inventory)
 
 
 @main.command(context_settings=CONTEXT_SETTINGS, help=_validate_help())
@@ -366,31 +407,48 @@ def _validate_help() -> str:
     help="Leave out this check; repeatable. The nodes check always runs.",
 )
 @extra_vars_option
+@_output_file_option("--junit", "junit_file", "Also write the results as JUnit XML to FILE.")
+@_output_file_option(
+    "--report",
+    "report_file",
+    "Also write the acceptance report to FILE: one self-contained HTML page (versions, a verdict per check and "
+    "node, NCCL bandwidth plots, DCGM and burn-in figures).",
+)
 @click.option(
-    "--junit",
-    "junit_file",
-    metavar="FILE",
-    type=click.Path(dir_okay=False, writable=True, path_type=Path),
-    help="Also write the results as JUnit XML to FILE.",
+    "--burn-in",
+    "burn_in_minutes",
+    metavar="MINUTES",
+    type=click.IntRange(1, 1440),
+    help="Also run the burnin check: DCGM's stress tests for MINUTES each on every GPU node (opt-in).",
+)
+@click.option(
+    "--drain-failed",
+    is_flag=True,
+    help="Drain each node that fails a GPU check (gpus, mig, dcgm, nccl, burnin), the reason naming the check "
+    "and its figure.",
 )
 @wait_option
 @json_option
 @handle_errors
-def validate(inventory, skip, extra_vars, junit_file, wait, as_json) -> None:
+def validate(inventory, skip, extra_vars, junit_file, report_file, burn_in_minutes, drain_failed, wait, as_json) -> None:
     """Check that the deployed Slurm cluster works (help: _validate_help, built from the check list)."""
-    from deepops_py import reports, runner, validate as validation
+    from datetime import datetime, timezone
 
-    if junit_file is not None and not junit_file.absolute().parent.is_dir():
-        raise InputError(f"--junit {junit_file}: directory {junit_file.absolute().parent} does not exist")
+    from deepops_py import html_report, reports, runner, validate as validation
+
+    _check_output_files({"--junit": junit_file, "--report": report_file})
     cluster = _load_cluster(inventory)  # validation first: bad input touches no host
     report, result = validation.run_validation(
-        cluster, skip=tuple(skip), extra_vars=_parse_extra_vars(extra_vars), wait=wait, json_output=as_json
+        cluster, skip=tuple(skip), extra_vars=_parse_extra_vars(extra_vars), wait=wait, json_output=as_json,
+        burn_in_minutes=burn_in_minutes, drain_failed=drain_failed,
     )
-    if junit_file is not None:
-        try:
-            junit_file.write_text(reports.to_junit(report))
-        except OSError as error:
-            raise InputError(f"--junit {junit_file}: cannot write: {error.strerror}") from None
+    generated_at = datetime.now(timezone.utc).isoformat(timespec="seconds")
+    _write_output_file("--junit", junit_file, lambda: reports.to_junit(report))
+    _write_output_file(
+        "--report",
+        report_file,
+        lambda: html_report.render_html(report, cluster_name=_cluster_name(cluster), generated_at=generated_at),
+    )
     if as_json:
         click.echo(json.dumps({**report.as_dict(), "failed_hosts": result.failed_hosts}, indent=2))
     else:

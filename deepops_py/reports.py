@@ -5,11 +5,20 @@ from what the validate role recorded with ``set_stats`` (the run's ``data``,
 one ``validate_<check>`` list per check), never from its output. The list of
 checks is the collection's (``plugins/module_utils/validation.py``), the same
 one the role runs. A result is pass, fail or not_applicable; only fail fails.
+
+A result may say it is ``simulated`` (it came from the virtual cluster's
+stand-in tools) and carry ``measurements`` (nccl, dcgm, burnin: the shapes are
+in ``_MEASUREMENTS``). Both come from the cluster, so they are checked here:
+measurements that do not have their check's shape are dropped, never trusted.
+The role records the versions (Slurm; driver, CUDA and NCCL per node) under
+``validate_versions``. Every output marks simulated results.
 """
 
 from __future__ import annotations
 
+import math
 import xml.etree.ElementTree as ET
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -19,11 +28,21 @@ from deepops_py.run_results import RunResult
 # Check names, in report order. "nodes" always runs; the rest can be skipped.
 CHECKS = validation.CHECK_NAMES
 SKIPPABLE_CHECKS = validation.SKIPPABLE_CHECKS
+OPT_IN_CHECKS = validation.OPT_IN_CHECKS  # run only when asked for (burnin: --burn-in)
 PASS, FAIL, NOT_APPLICABLE = validation.PASS, validation.FAIL, validation.NOT_APPLICABLE
 # set_stats key of each check's results; validate_error holds a step that could not run at all.
 DATA_PREFIX = validation.DATA_PREFIX
 _EXTRA_KEYS = (validation.ERROR_KEY[len(DATA_PREFIX):],)
+# set_stats key of the versions the role found: {"slurm": ..., "nodes": {node: {"driver", "cuda", "nccl"}}}.
+VERSIONS_KEY = f"{DATA_PREFIX}versions"
+# set_stats key of the nodes --drain-failed drained: [{"node", "reason"}].
+DRAINED_KEY = f"{DATA_PREFIX}drained"
+NODE_VERSIONS = ("driver", "cuda", "nccl")
+# The checks whose results carry measurements.
+NCCL, DCGM, BURNIN = "nccl", "dcgm", "burnin"
+DCGM_RESULTS = ("pass", "fail", "warn", "skip")
 JUNIT_SUITE = "deepops-validate"
+SIMULATED_MARK = "[simulated]"
 
 
 def _status(data: dict[str, Any]) -> str:
@@ -39,6 +58,154 @@ def _status(data: dict[str, Any]) -> str:
     return PASS if passed is True else FAIL
 
 
+# --------------------------------------------------------------------------
+# measurements: each check's shape, checked field by field
+
+
+class _Malformed(ValueError):
+    """A measurement that does not have its check's shape."""
+
+
+def _flag(value: Any) -> bool:
+    """True only for true (or a templated "true"); anything else is not simulated."""
+    if isinstance(value, str):
+        return value.strip().lower() in ("true", "yes", "1")
+    return value is True
+
+
+def _number(value: Any, *, optional: bool = False) -> float | None:
+    """A finite, non-negative number (a templated number can arrive as text)."""
+    if value is None and optional:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, float, str)):
+        raise _Malformed(value)
+    try:
+        number = float(value)
+    except ValueError:
+        raise _Malformed(value) from None
+    if not math.isfinite(number) or number < 0:
+        raise _Malformed(value)
+    return number
+
+
+def _integer(value: Any) -> int:
+    number = _number(value)
+    if number != int(number):
+        raise _Malformed(value)
+    return int(number)
+
+
+def _text(value: Any, default: str = "") -> str:
+    if value is None:
+        return default
+    if not isinstance(value, (str, int, float)) or isinstance(value, bool):
+        raise _Malformed(value)
+    return " ".join(str(value).split())
+
+
+def _nccl(raw: Mapping) -> dict[str, Any]:
+    if not isinstance(raw.get("curve"), list):
+        raise _Malformed(raw)
+    curve = []
+    for point in raw["curve"]:
+        if not isinstance(point, (list, tuple)) or len(point) != 2:
+            raise _Malformed(point)
+        size, busbw = _integer(point[0]), _number(point[1])
+        if size < 1:
+            raise _Malformed(point)
+        curve.append([size, busbw])
+    return {
+        "busbw_gbps": _number(raw.get("busbw_gbps")),
+        "threshold_gbps": _number(raw.get("threshold_gbps"), optional=True),
+        "curve": sorted(curve),
+        "gpus": _integer(raw["gpus"]) if raw.get("gpus") is not None else None,
+        "model": _text(raw.get("model")),
+        "interconnect": _text(raw.get("interconnect")),
+        "nccl_version": _text(raw.get("nccl_version")) or None,
+    }
+
+
+def _dcgm(raw: Mapping) -> dict[str, Any]:
+    if not isinstance(raw.get("tests"), Mapping):
+        raise _Malformed(raw)
+    tests: dict[str, dict[str, str]] = {}
+    for name, gpus in raw["tests"].items():
+        if not isinstance(gpus, Mapping):
+            raise _Malformed(gpus)
+        cells = {}
+        for gpu, outcome in gpus.items():
+            outcome = _text(outcome).lower()
+            if outcome not in DCGM_RESULTS:
+                raise _Malformed(outcome)
+            cells[str(_integer(gpu))] = outcome
+        tests[_text(name)] = dict(sorted(cells.items(), key=lambda cell: int(cell[0])))
+    return {"level": _integer(raw.get("level")), "tests": tests}
+
+
+def _burnin(raw: Mapping) -> dict[str, Any]:
+    if not isinstance(raw.get("gpus"), list):
+        raise _Malformed(raw)
+    gpus = []
+    for gpu in raw["gpus"]:
+        if not isinstance(gpu, Mapping):
+            raise _Malformed(gpu)
+        throttle = gpu.get("throttle") or []
+        if not isinstance(throttle, list):
+            raise _Malformed(throttle)
+        gpus.append({
+            "index": _integer(gpu.get("index")),
+            "tflops": _number(gpu.get("tflops"), optional=True),
+            "peak_tflops": _number(gpu.get("peak_tflops")),
+            "mem_bw_gbps": _number(gpu.get("mem_bw_gbps"), optional=True),
+            "peak_mem_bw_gbps": _number(gpu.get("peak_mem_bw_gbps")),
+            "throttle": [_text(reason) for reason in throttle],
+        })
+    return {"gpus": sorted(gpus, key=lambda gpu: gpu["index"])}
+
+
+_MEASUREMENTS = {NCCL: _nccl, DCGM: _dcgm, BURNIN: _burnin}
+
+
+def _measurements(check: str, raw: Any) -> dict[str, Any]:
+    """The measurements in their check's shape, or none: a check without a known shape has none."""
+    parse = _MEASUREMENTS.get(check)
+    if parse is None or not isinstance(raw, Mapping) or not raw:
+        return {}
+    try:
+        return parse(raw)
+    except (_Malformed, TypeError, KeyError, OverflowError):
+        return {}
+
+
+def drained_from_data(data: Any) -> list[dict[str, str]]:
+    """``validate_drained`` as ``[{"node", "reason"}]``; malformed entries are left out."""
+    entries = data if isinstance(data, list) else []
+    return [
+        {"node": str(entry["node"]), "reason": " ".join(str(entry.get("reason") or "").split())}
+        for entry in entries if isinstance(entry, Mapping) and entry.get("node")
+    ]
+
+
+def versions_from_data(data: Any) -> dict[str, Any]:
+    """``validate_versions`` as ``{"slurm": str|None, "nodes": {node: {driver, cuda, nccl: str|None}}}``."""
+
+    def version(value: Any) -> str | None:
+        try:
+            return _text(value) or None
+        except _Malformed:
+            return None
+
+    data = data if isinstance(data, Mapping) else {}
+    nodes = data.get("nodes") if isinstance(data.get("nodes"), Mapping) else {}
+    return {
+        "slurm": version(data.get("slurm")),
+        "nodes": {
+            str(node): {key: version(found.get(key)) if isinstance(found, Mapping) else None for key in NODE_VERSIONS}
+            for node, found in sorted(nodes.items(), key=lambda item: str(item[0]))
+        },
+    }
+
+
 @dataclass(frozen=True)
 class CheckResult:
     """One check on one node (or on the cluster, for cluster-wide checks): pass, fail or not_applicable."""
@@ -48,6 +215,8 @@ class CheckResult:
     status: str
     detail: str = ""
     seconds: float = 0.0
+    simulated: bool = False  # from the virtual cluster's stand-in tools
+    measurements: dict[str, Any] = field(default_factory=dict, hash=False)  # nccl, dcgm, burnin: see _MEASUREMENTS
 
     @property
     def passed(self) -> bool:
@@ -70,6 +239,8 @@ class CheckResult:
             "passed": self.passed,
             "detail": self.detail,
             "seconds": self.seconds,
+            "simulated": self.simulated,
+            "measurements": self.measurements,
         }
 
     @classmethod
@@ -85,13 +256,26 @@ class CheckResult:
         status = _status(data)
         if not status:
             status, detail = FAIL, f"malformed status {data.get('status')!r} recorded by the playbook: {detail}"
+        name = str(data.get("check") or check)
         return cls(
-            check=str(data.get("check") or check),
+            check=name,
             node=str(data.get("node") or ""),
             status=status,
             detail=detail,
             seconds=round(seconds, 2),
+            simulated=_flag(data.get("simulated")),
+            measurements=_measurements(name, data.get("measurements")),
         )
+
+
+def with_nccl_versions(versions: dict[str, Any], checks: list[CheckResult]) -> dict[str, Any]:
+    """VERSIONS with each node's NCCL as its nccl run printed it (NCCL_DEBUG=VERSION): the library
+    the job loaded, not a package that may sit unused. Nodes the nccl check did not reach keep theirs."""
+    for check in checks:
+        found = check.measurements.get("nccl_version") if check.check == NCCL else None
+        if found and check.node in versions["nodes"]:
+            versions["nodes"][check.node]["nccl"] = found
+    return versions
 
 
 @dataclass
@@ -103,6 +287,8 @@ class ValidationReport:
     checks: list[CheckResult] = field(default_factory=list)
     skipped: tuple[str, ...] = ()
     artifacts: str = ""
+    versions: dict[str, Any] = field(default_factory=lambda: versions_from_data({}))
+    drained: list[dict[str, str]] = field(default_factory=list)  # --drain-failed: [{node, reason}]
 
     @property
     def failed(self) -> list[CheckResult]:
@@ -115,6 +301,10 @@ class ValidationReport:
     @property
     def ok(self) -> bool:
         return bool(self.checks) and not self.failed and self.run_status == "ok"
+
+    @property
+    def simulated(self) -> list[CheckResult]:
+        return [check for check in self.checks if check.simulated]
 
     @property
     def seconds(self) -> float:
@@ -136,7 +326,10 @@ class ValidationReport:
             "run_status": self.run_status,
             "artifacts": self.artifacts,
             "ok": self.ok,
+            "simulated": bool(self.simulated),
             "summary": self.summary(),
+            "versions": self.versions,
+            "drained": self.drained,
             "checks": [check.as_dict() for check in self.checks],
         }
 
@@ -145,7 +338,7 @@ def checks_from_data(data: dict[str, Any]) -> list[CheckResult]:
     """The recorded checks in report order: known checks first, then anything else the playbook recorded."""
     results: list[CheckResult] = []
     known = [f"{DATA_PREFIX}{name}" for name in (*CHECKS, *_EXTRA_KEYS)]
-    others = sorted(key for key in data if key.startswith(DATA_PREFIX) and key not in known)
+    others = sorted(key for key in data if key.startswith(DATA_PREFIX) and key not in (*known, VERSIONS_KEY, DRAINED_KEY))
     for key in (*known, *others):
         if key not in data:
             continue
@@ -158,12 +351,16 @@ def checks_from_data(data: dict[str, Any]) -> list[CheckResult]:
 
 def report_from_run(result: RunResult, skipped: tuple[str, ...] = ()) -> ValidationReport:
     """Build the report; a run that failed, or recorded nothing, is a failed check of its own."""
+    data = result.data or {}
+    checks = checks_from_data(data)
     report = ValidationReport(
         run_id=result.run_id,
         run_status=result.status,
-        checks=checks_from_data(result.data or {}),
+        checks=checks,
         skipped=tuple(skipped),
         artifacts=result.artifacts,
+        versions=with_nccl_versions(versions_from_data(data.get(VERSIONS_KEY)), checks),
+        drained=drained_from_data(data.get(DRAINED_KEY)),
     )
     if not result.ok:
         reasons = [
@@ -185,7 +382,11 @@ def report_from_run(result: RunResult, skipped: tuple[str, ...] = ()) -> Validat
 
 
 def to_junit(report: ValidationReport) -> str:
-    """One testsuite, one testcase per check result, a <failure> for each failed one, <skipped> for not applicable."""
+    """One testsuite, one testcase per check result, a <failure> for each failed one, <skipped> for not applicable.
+
+    A simulated result has ``<property name="simulated" value="true"/>``, and so
+    does the suite when any result is; the versions are suite properties.
+    """
     suite = ET.Element(
         "testsuite",
         {
@@ -200,6 +401,13 @@ def to_junit(report: ValidationReport) -> str:
     properties = ET.SubElement(suite, "properties")
     ET.SubElement(properties, "property", {"name": "run_id", "value": report.run_id})
     ET.SubElement(properties, "property", {"name": "run_status", "value": report.run_status})
+    if report.simulated:
+        ET.SubElement(properties, "property", {"name": "simulated", "value": "true"})
+    versions = {"version.slurm": report.versions["slurm"]}
+    for node, found in report.versions["nodes"].items():
+        versions.update({f"version.{node}.{key}": value for key, value in found.items()})
+    for name, value in versions.items():
+        ET.SubElement(properties, "property", {"name": name, "value": value or "unknown"})
     for check in report.checks:
         case = ET.SubElement(
             suite,
@@ -210,6 +418,8 @@ def to_junit(report: ValidationReport) -> str:
                 "time": f"{check.seconds:.2f}",
             },
         )
+        if check.simulated:
+            ET.SubElement(ET.SubElement(case, "properties"), "property", {"name": "simulated", "value": "true"})
         if check.passed:
             if check.detail:
                 ET.SubElement(case, "system-out").text = check.detail
@@ -243,7 +453,7 @@ def print_table(report: ValidationReport, console=None) -> None:
             escape(check.check),
             escape(check.node or "-"),
             results.get(check.status, "[red]FAIL[/red]"),
-            escape(check.detail),
+            escape(f"{SIMULATED_MARK} {check.detail}".strip() if check.simulated else check.detail),
             f"{check.seconds:.1f}",
         )
     console.print(table)
@@ -260,3 +470,11 @@ def print_table(report: ValidationReport, console=None) -> None:
         highlight=False,
         soft_wrap=True,  # keep the path on one line so it can be copied
     )
+    for entry in report.drained:
+        console.print(f"[red]drained {escape(entry['node'])}[/red]: {escape(entry['reason'])}", highlight=False)
+    if report.simulated:
+        console.print(
+            f"[yellow]{len(report.simulated)} {'result is' if len(report.simulated) == 1 else 'results are'} "
+            f"{escape(SIMULATED_MARK)}: from the virtual cluster's stand-in tools, not real GPUs.[/yellow]",
+            highlight=False,
+        )

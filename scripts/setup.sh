@@ -8,7 +8,7 @@ cd "$(dirname "$0")/.."
 
 log() { printf '[setup] %s\n' "$*" >&2; }
 
-system_packages=(docker.io debootstrap openssh-client python3-venv rsync prometheus prometheus-alertmanager)
+system_packages=(docker.io debootstrap openssh-client python3-venv rsync prometheus prometheus-alertmanager chromium)
 
 if [[ "${DEEPOPS_SETUP_SYSTEM:-1}" == 1 && $(id -u) == 0 ]] && command -v apt-get >/dev/null; then
   missing=()

@@ -27,8 +27,18 @@ def gpu_files(spec: gpus.GpuSpec, node: str) -> dict[str, tuple[bytes, int]]:
     """Path inside the container (relative to /) -> (content, mode) for NODE's simulated GPUs."""
     query_xml = gpus.render_query_xml(spec, node)
     marker = gpus.marker(spec, node, query_xml)
+    # Recorded all_reduce_perf and dcgmi diag outputs the acceptance stand-ins replay (fixtures/SOURCES.md).
+    acceptance = {
+        f"{GPU_DATA_DIR}/{path.name}": (path.read_bytes(), 0o644)
+        for pattern in ("nccl-all-reduce-*.txt", "dcgmi-diag-*.txt")
+        for path in sorted(gpus.FIXTURES_DIR.glob(pattern))
+    }
     return {
+        **acceptance,
         "usr/bin/nvidia-smi": ((DATA_DIR / "nvidia-smi").read_bytes(), 0o755),
+        # nccl-tests and DCGM stand-ins for `deepops validate` nccl, dcgm and burnin.
+        "opt/deepops/nccl-tests/bin/all_reduce_perf": ((DATA_DIR / "all_reduce_perf").read_bytes(), 0o755),
+        "usr/bin/dcgmi": ((DATA_DIR / "dcgmi").read_bytes(), 0o755),
         # dcgm-exporter stand-in at the package's path; the dcgm_exporter role configures and starts it.
         "usr/bin/dcgm-exporter": ((DATA_DIR / "dcgm-exporter").read_bytes(), 0o755),
         "usr/local/sbin/deepops-simulated-gpus": ((DATA_DIR / "deepops-simulated-gpus").read_bytes(), 0o755),

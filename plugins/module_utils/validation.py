@@ -21,6 +21,7 @@ check cannot apply, e.g. a node without GPUs); ``passed`` is ``status == "pass"`
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -34,6 +35,7 @@ __all__ = [
     "ERROR_KEY",
     "FAIL",
     "NOT_APPLICABLE",
+    "OPT_IN_CHECKS",
     "PASS",
     "SKIPPABLE_CHECKS",
     "STATUSES",
@@ -45,6 +47,8 @@ __all__ = [
     "gres_gpu_by_type",
     "gres_gpu_count",
     "hostname_result",
+    "mig_results",
+    "mpi_result",
     "nodes_results",
     "parse_job_fields",
     "parse_key_values",
@@ -74,6 +78,7 @@ class Check:
     name: str
     description: str  # what passing means, one line (deepops validate --help)
     skippable: bool = True
+    opt_in: bool = False  # runs only when asked for (burnin: deepops validate --burn-in)
 
 
 # The checks, in the order they run and are reported. Adding one means a
@@ -83,7 +88,20 @@ class Check:
 CHECKS: tuple[Check, ...] = (
     Check("nodes", "every compute node is in Slurm, idle or mixed, GRES = its GPUs", skippable=False),
     Check("hostname", "srun -N<all computes> reaches every compute node"),
+    Check("mpi", "an MPI job, one rank per compute node (srun --mpi=pmix), sums the ranks right with allreduce"),
     Check("gpus", "on each node, srun --gpus=<n> sees exactly n CUDA_VISIBLE_DEVICES"),
+    Check("mig", "on each node with MIG devices, a job per MIG profile (--gres=gpu:<profile>:1) gets exactly one device"),
+    Check("dcgm", "on each GPU node, dcgmi diag -r <validate_dcgm_level> fails no test on any GPU"),
+    Check(
+        "nccl",
+        "all_reduce_perf (correctness check on) reaches its GPU model's and interconnect's bus bandwidth on each "
+        "node, and runs correctly across all nodes; pair tests name a node at fault",
+    ),
+    Check(
+        "burnin",
+        "opt-in (--burn-in MINUTES): DCGM's stress tests hold each GPU to its model's peaks, without throttling",
+        opt_in=True,
+    ),
     Check("sacct", "a GPU job shows in sacct, COMPLETED, with its gres/gpu TRES"),
     Check(
         "preemption",
@@ -93,6 +111,7 @@ CHECKS: tuple[Check, ...] = (
 )
 CHECK_NAMES: tuple[str, ...] = tuple(check.name for check in CHECKS)
 SKIPPABLE_CHECKS: tuple[str, ...] = tuple(check.name for check in CHECKS if check.skippable)
+OPT_IN_CHECKS: tuple[str, ...] = tuple(check.name for check in CHECKS if check.opt_in)
 
 # set_stats key of a check's results is DATA_PREFIX + check name; a step that
 # could not run at all is recorded under ERROR_KEY as the check ERROR_CHECK.
@@ -120,9 +139,12 @@ class ValidationInputError(ValueError):
 # the check list
 
 
-def selected_checks(skip: Iterable[str] | None = None) -> list[str]:
-    """The checks to run, in order, leaving out ``skip``; unknown or unskippable names raise."""
-    skip = list(skip or [])
+def selected_checks(skip: Iterable[str] | None = None, opt_in: Iterable[str] | None = None) -> list[str]:
+    """The checks to run, in order, leaving out ``skip`` and the opt-in checks not in ``opt_in``.
+
+    Unknown or unskippable names raise.
+    """
+    skip = list(skip or []) + [name for name in OPT_IN_CHECKS if name not in (opt_in or [])]
     unknown = sorted(set(skip) - set(CHECK_NAMES))
     if unknown:
         raise ValidationInputError(f"not a check: {', '.join(unknown)}; choose from {', '.join(SKIPPABLE_CHECKS)}")
@@ -296,6 +318,18 @@ def _gres_expected(node_facts: Any) -> dict[str, int] | None:
     return {"": count} if count else {}
 
 
+def _mig_profiles(node_facts: Any) -> list[str]:
+    """The MIG profiles of the node's GPUs that are in MIG mode now (its ``deepops_gpus`` fact), sorted."""
+    facts = node_facts.get("deepops_gpus") if isinstance(node_facts, Mapping) else None
+    gpus = facts.get("gpus") if isinstance(facts, Mapping) else None
+    profiles = set()
+    for gpu in gpus if isinstance(gpus, list) else []:
+        if isinstance(gpu, Mapping) and (gpu.get("mig_mode") or {}).get("current") == "Enabled":
+            profiles.update(str(mig["profile"]) for mig in gpu.get("mig_devices") or []
+                            if isinstance(mig, Mapping) and mig.get("profile"))
+    return sorted(profiles)
+
+
 def survey(
     sinfo_stdout: Any,
     computes: Sequence[str],
@@ -335,6 +369,8 @@ def survey(
         "target_chosen": bool(preemption_node),
         # GPUs Slurm gives the target: its jobs ask for all of them; 0 when they cannot run
         "target_gpus": slurm[target]["gpus"] if target in slurm else 0,
+        # MIG profiles on each node, by its facts: the mig check runs a job per (node, profile)
+        "mig_jobs": [{"node": node, "profile": profile} for node in computes for profile in _mig_profiles(node_facts.get(node))],
         # GPUs anywhere, by Slurm's GRES or by nvidia-smi on a node
         "any_gpus": any(slurm[node]["gpus"] > 0 for node in computes if node in slurm)
         or any((count or 0) > 0 for count in counted.values()),
@@ -439,6 +475,51 @@ def hostname_result(run: Any, cluster: Mapping[str, Any]) -> dict[str, Any]:
     return result("hostname", node, FAIL, detail, seconds)
 
 
+def mpi_result(run: Any, cluster: Mapping[str, Any], plugin: str = "pmix") -> dict[str, Any]:
+    """One MPI rank per compute node: the JSON line rank 0 printed shows every node and the right sum.
+
+    The program is roles/validate/files/mpi_allreduce.py: ``size``, the
+    allreduce(SUM) of the ranks (``sum``, which must be size*(size-1)/2),
+    every rank's ``hosts`` and the MPI ``library``.
+    """
+    computes = cluster["computes"]
+    node = ",".join(computes)
+    if not _ran(run):
+        unusable = [name for name in computes if name not in cluster["usable"]]
+        return result("mpi", node, FAIL, f"not run: nodes not usable: {', '.join(unusable)}")
+    seconds = ansible_delta_seconds(run.get("delta"))
+    report = _last_json_line(run.get("stdout"))
+    if _rc(run) != 0 or report is None:
+        rc = _rc(run)
+        detail = (
+            f"srun --mpi={plugin} rc={rc}{' (timed out)' if rc == TIMEOUT_RC else ''}: "
+            f"{_truncate(run.get('stderr')) or _truncate(run.get('stdout')) or 'no output'}"
+        )
+        return result("mpi", node, FAIL, detail, seconds)
+    size, total, hosts = report.get("size"), report.get("sum"), report.get("hosts")
+    expected_sum = len(computes) * (len(computes) - 1) // 2
+    seen = sorted({str(host).split(".", maxsplit=1)[0] for host in hosts}) if isinstance(hosts, list) else []
+    figures = f"{size} ranks, allreduce sum {total} (expected {expected_sum}) on {','.join(seen) or 'no hosts'}"
+    if size == len(computes) and total == expected_sum and seen == sorted(computes):
+        library = _text(report.get("library")).split(",", maxsplit=1)[0].strip("\x00 ")  # "Open MPI v4.1.4, package: ..."
+        return result("mpi", node, PASS, f"srun --mpi={plugin}: {figures}; {_truncate(library, 80)}", seconds)
+    return result("mpi", node, FAIL, f"srun --mpi={plugin}: {figures}; expected {len(computes)} ranks on {node}", seconds)
+
+
+def _last_json_line(stdout: Any) -> dict[str, Any] | None:
+    """The last line of ``stdout`` that is a JSON object (MPI libraries may print warnings before it)."""
+    for line in reversed(_text(stdout).splitlines()):
+        line = line.strip()
+        if line.startswith("{"):
+            try:
+                value = json.loads(line)
+            except ValueError:
+                continue
+            if isinstance(value, dict):
+                return value
+    return None
+
+
 def gpus_results(runs: Any, cluster: Mapping[str, Any]) -> list[dict[str, Any]]:
     """On each usable node with GPUs, ``srun --gpus=<n> printenv CUDA_VISIBLE_DEVICES`` shows n devices.
 
@@ -473,6 +554,56 @@ def gpus_results(runs: Any, cluster: Mapping[str, Any]) -> list[dict[str, Any]]:
             detail += f" ({len(devices)} devices, expected {want})"
         results.append(result("gpus", node, _verdict(len(devices) == want), detail, seconds))
     return results
+
+
+def mig_results(runs: Any, cluster: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """Per node with MIG devices: ``srun --gres=gpu:<profile>:1 printenv CUDA_VISIBLE_DEVICES`` shows one device, per profile.
+
+    ``runs`` are the loop results (each ``item`` one of the survey's
+    ``mig_jobs``). A node passes when every profile's job did. No MIG device
+    anywhere: one not-applicable result.
+    """
+    jobs = cluster.get("mig_jobs") or []
+    if not jobs:
+        return [result("mig", "", NOT_APPLICABLE, "no GPU is in MIG mode (the compute nodes' GPU facts)")]
+    by_job = {
+        (str(run["item"].get("node")), str(run["item"].get("profile"))): run
+        for run in (runs or []) if isinstance(run, Mapping) and isinstance(run.get("item"), Mapping)
+    }
+    results = []
+    for node in dict.fromkeys(job["node"] for job in jobs):
+        profiles = [job["profile"] for job in jobs if job["node"] == node]
+        if node not in cluster["usable"]:
+            results.append(result("mig", node, FAIL, "not run: the node is not usable (see the nodes check)"))
+            continue
+        verdicts = [_mig_job_verdict(by_job.get((node, profile)), profile) for profile in profiles]
+        seconds = round(sum(verdict.seconds for verdict in verdicts), 2)
+        status = _verdict(all(verdict.passed for verdict in verdicts))
+        results.append(result("mig", node, status, "; ".join(verdict.detail for verdict in verdicts), seconds))
+    return results
+
+
+@dataclass(frozen=True)
+class _JobVerdict:
+    passed: bool
+    detail: str
+    seconds: float = 0.0
+
+
+def _mig_job_verdict(run: Any, profile: str) -> _JobVerdict:
+    """One profile's job on one node."""
+    request = f"--gres=gpu:{profile}:1"
+    if not _ran(run):
+        return _JobVerdict(False, f"{request}: not run")
+    seconds = ansible_delta_seconds(run.get("delta"))
+    if _rc(run) != 0:
+        return _JobVerdict(False, _failed_command(request, run), seconds)
+    seen = _text(run.get("stdout")).strip()
+    devices = [device for device in seen.split(",") if device.strip()]
+    detail = f"{request}: CUDA_VISIBLE_DEVICES={seen}"
+    if len(devices) != 1:
+        detail += f" ({len(devices)} devices, expected 1)"
+    return _JobVerdict(len(devices) == 1, detail, seconds)
 
 
 def sacct_result(run: Any, cluster: Mapping[str, Any], sacct_wait: Any) -> dict[str, Any]:

@@ -27,8 +27,8 @@ ROLE = REPO / "roles" / "validate"
 
 
 def test_the_list_names_the_checks_in_order():
-    assert v.CHECK_NAMES == ("nodes", "hostname", "gpus", "sacct", "preemption")
-    assert v.SKIPPABLE_CHECKS == ("hostname", "gpus", "sacct", "preemption")
+    assert v.CHECK_NAMES == ("nodes", "hostname", "mpi", "gpus", "mig", "dcgm", "nccl", "burnin", "sacct", "preemption")
+    assert v.SKIPPABLE_CHECKS == ("hostname", "mpi", "gpus", "mig", "dcgm", "nccl", "burnin", "sacct", "preemption")
     assert all(check.description for check in v.CHECKS)
 
 
@@ -91,9 +91,12 @@ def test_the_list_imports_no_ansible_and_nothing_beyond_the_standard_library():
 
 
 def test_selected_checks_leave_out_the_skipped_ones_and_refuse_unknown_or_fixed_names():
-    assert v.selected_checks([]) == list(v.CHECK_NAMES)
-    assert v.selected_checks(None) == list(v.CHECK_NAMES)
-    assert v.selected_checks(["sacct", "hostname"]) == ["nodes", "gpus", "preemption"]
+    by_default = [name for name in v.CHECK_NAMES if name not in v.OPT_IN_CHECKS]
+    assert v.OPT_IN_CHECKS == ("burnin",)
+    assert v.selected_checks([]) == v.selected_checks(None) == by_default
+    assert v.selected_checks([], ["burnin"]) == list(v.CHECK_NAMES)  # asked for: it runs
+    assert "burnin" not in v.selected_checks(["burnin"], ["burnin"])  # skipping wins
+    assert v.selected_checks(["sacct", "hostname"]) == ["nodes", "mpi", "gpus", "mig", "dcgm", "nccl", "preemption"]
     with pytest.raises(v.ValidationInputError, match="not a check: bogus"):
         v.selected_checks(["bogus"])
     with pytest.raises(v.ValidationInputError, match="cannot be skipped: nodes"):
@@ -283,6 +286,64 @@ def test_hostname_verdicts():
     assert unusable["status"] == "fail" and unusable["detail"] == "not run: nodes not usable: gpu02"
 
 
+def test_mpi_verdicts():
+    c = cluster()
+    line = '{"size": 2, "sum": 1, "hosts": ["gpu01", "gpu02"], "library": "Open MPI v4.1.4, package: Debian"}'
+    ok = v.mpi_result(ran("warning from the MPI library\n" + line + "\n"), c)
+    assert ok["status"] == "pass" and ok["node"] == "gpu01,gpu02" and ok["seconds"] == 1.5
+    assert ok["detail"] == "srun --mpi=pmix: 2 ranks, allreduce sum 1 (expected 1) on gpu01,gpu02; Open MPI v4.1.4"
+    wrong_sum = v.mpi_result(ran(line.replace('"sum": 1', '"sum": 3')), c)
+    assert wrong_sum["status"] == "fail" and "allreduce sum 3 (expected 1)" in wrong_sum["detail"]
+    one_node = v.mpi_result(ran('{"size": 1, "sum": 0, "hosts": ["gpu01"]}'), c)
+    assert one_node["status"] == "fail" and "expected 2 ranks on gpu01,gpu02" in one_node["detail"]
+    no_pmix = v.mpi_result(ran("", rc=1, stderr="srun: error: Couldn't find the specified plugin name for mpi/pmix"), c, "pmix")
+    assert no_pmix["status"] == "fail" and no_pmix["detail"].startswith("srun --mpi=pmix rc=1: srun: error: Couldn't find")
+    garbage = v.mpi_result(ran("not json\n{broken"), c)
+    assert garbage["status"] == "fail" and "rc=0: not json {broken" in garbage["detail"]
+    unusable = v.mpi_result(SKIPPED, cluster("gpu01 idle gpu:h100:8\ngpu02 drained gpu:h100:8\n"))
+    assert unusable["status"] == "fail" and unusable["detail"] == "not run: nodes not usable: gpu02"
+
+
+def _mig_facts(*profiles_per_gpu):
+    """GPU facts with one GPU per argument: a list of MIG profiles (MIG mode on), or None (off)."""
+    gpus = [
+        {"index": i, "mig_mode": {"current": "Disabled" if profiles is None else "Enabled"},
+         "mig_devices": [{"profile": profile} for profile in profiles or []]}
+        for i, profiles in enumerate(profiles_per_gpu)
+    ]
+    return {"deepops_gpus": {"present": True, "count": len(gpus), "gpus": gpus}}
+
+
+def test_mig_jobs_come_from_the_gpus_in_mig_mode():
+    facts = {"gpu01": _mig_facts(["3g.40gb", "1g.10gb", "1g.10gb"], None), "gpu02": _mig_facts(None)}
+    c = cluster("gpu01 idle gpu:a100:1,gpu:3g.40gb:1,gpu:1g.10gb:2\ngpu02 idle gpu:a100:1\n", facts)
+    assert c["mig_jobs"] == [{"node": "gpu01", "profile": "1g.10gb"}, {"node": "gpu01", "profile": "3g.40gb"}]
+
+
+def test_mig_verdicts():
+    facts = {"gpu01": _mig_facts(["3g.40gb", "1g.10gb"]), "gpu02": _mig_facts(["1g.10gb"])}
+    c = cluster("gpu01 idle gpu:3g.40gb:1,gpu:1g.10gb:1\ngpu02 drained gpu:1g.10gb:1\n", facts)
+    runs = [ran("0\n", item={"node": "gpu01", "profile": "1g.10gb"}), ran("0,1\n", item={"node": "gpu01", "profile": "3g.40gb"})]
+    results = by_node(v.mig_results(runs, c))
+    assert results["gpu01"]["status"] == "fail"
+    assert results["gpu01"]["detail"] == (
+        "--gres=gpu:1g.10gb:1: CUDA_VISIBLE_DEVICES=0; --gres=gpu:3g.40gb:1: CUDA_VISIBLE_DEVICES=0,1 (2 devices, expected 1)")
+    assert results["gpu02"]["status"] == "fail" and "not usable" in results["gpu02"]["detail"]
+    runs[1] = ran("1\n", item={"node": "gpu01", "profile": "3g.40gb"})
+    assert by_node(v.mig_results(runs, c))["gpu01"]["status"] == "pass"
+    refused = [runs[0], ran("", rc=1, stderr="srun: error: Invalid generic resource (gres) specification",
+                            item={"node": "gpu01", "profile": "3g.40gb"})]
+    failed = by_node(v.mig_results(refused, c))["gpu01"]
+    assert failed["status"] == "fail" and "--gres=gpu:3g.40gb:1 failed, rc=1: srun: error: Invalid generic" in failed["detail"]
+    assert by_node(v.mig_results(runs[:1], c))["gpu01"]["detail"].endswith("--gres=gpu:3g.40gb:1: not run")
+
+
+def test_mig_is_not_applicable_without_mig_devices():
+    c = cluster("gpu01 idle gpu:h100:8\ngpu02 idle gpu:h100:8\n", {"gpu01": _mig_facts(None), "gpu02": _mig_facts(None)})
+    [only] = v.mig_results([], c)
+    assert only["status"] == "not_applicable" and only["node"] == ""
+
+
 def test_gpus_verdicts():
     c = cluster("gpu01 idle gpu:h100:4\ngpu02 down* gpu:h100:8\n")
     results = by_node(v.gpus_results([ran("0,1,2\n", item="gpu01")], c))
@@ -455,5 +516,5 @@ def test_role_calls_only_filters_the_plugin_has(filter_probe):
 
 
 def test_filters_call_the_module_utils_and_raise_ansible_filter_errors(filter_probe):
-    assert filter_probe["checks"] == ["nodes", "hostname", "sacct", "preemption"]
+    assert filter_probe["checks"] == ["nodes", "hostname", "mpi", "mig", "dcgm", "nccl", "sacct", "preemption"]
     assert filter_probe["error"].startswith("validate_selected_checks: not a check: bogus")

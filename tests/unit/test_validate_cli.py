@@ -106,7 +106,8 @@ def test_skip_is_passed_as_validate_skip(write_inventory, fake):
     result = invoke("validate", "-i", str(write_inventory()), "--skip", "preemption", "--skip", "sacct", "--json")
     assert result.exit_code == 0, result.output
     assert runs.requests[0].extra_vars["validate_skip"] == ["preemption", "sacct"]
-    assert json.loads(result.stdout)["summary"]["skipped"] == ["sacct", "preemption"]
+    # burnin is opt-in: left out unless --burn-in asks for it
+    assert json.loads(result.stdout)["summary"]["skipped"] == ["burnin", "sacct", "preemption"]
 
 
 @pytest.mark.parametrize(
@@ -116,6 +117,9 @@ def test_skip_is_passed_as_validate_skip(write_inventory, fake):
         (["--skip", "bogus"], ["bogus"]),
         (["-e", "not a var"], ["not a var"]),
         (["--junit", "/nonexistent-dir/x.xml"], ["does not exist"]),
+        (["--report", "/nonexistent-dir/report.html"], ["--report", "/nonexistent-dir", "does not exist"]),
+        (["--report", "."], ["--report", "is a directory"]),
+        (["--junit", "same.out", "--report", "same.out"], ["--report", "--junit writes the same file"]),
     ],
 )
 def test_bad_options_exit_2_and_run_nothing(write_inventory, fake, args, words):
@@ -133,3 +137,55 @@ def test_invalid_inventory_exits_2_and_runs_nothing(write_inventory, fake):
     assert result.exit_code == 2
     assert "slurm_controller" in result.output
     assert runs.requests == []
+
+
+SIMULATED_NCCL = {
+    "validate_nccl": [{
+        "check": "nccl", "node": "gpu01", "status": "fail", "passed": False, "detail": "busbw 10 < 300", "simulated": True,
+        "measurements": {"busbw_gbps": 10.0, "threshold_gbps": 300.0, "curve": [[8, 0.1], [1048576, 10.0]],
+                         "gpus": 2, "model": "H100", "interconnect": "NVLink"},
+    }],
+    "validate_versions": {"slurm": "22.05.8", "nodes": {"gpu01": {"driver": "535.104.05"}}},
+}
+
+
+def test_report_is_written_whatever_the_verdict(write_inventory, fake, tmp_path):
+    fake({**PASSING, **SIMULATED_NCCL})
+    report = tmp_path / "acceptance.html"
+    junit = tmp_path / "validate.xml"
+    result = invoke("validate", "-i", str(write_inventory()), "--report", str(report), "--junit", str(junit), "--json")
+    assert result.exit_code == 1, result.output  # the nccl check failed: the report is written all the same
+    page = report.read_text(encoding="utf-8")
+    assert page.startswith("<!DOCTYPE html>") and "r1" in page and "22.05.8" in page
+    assert page.count('data-plot="nccl"') == 1 and 'data-node="gpu01"' in page and 'id="simulated"' in page
+    out = json.loads(result.stdout)
+    (nccl,) = [check for check in out["checks"] if check["check"] == "nccl"]
+    assert out["simulated"] is True and nccl["simulated"] is True and nccl["measurements"]["busbw_gbps"] == 10.0
+    assert ET.parse(junit).getroot().find("testsuite/testcase[@name='nccl[gpu01]']/properties/property").get("name") == "simulated"
+
+
+def test_report_of_a_passing_run(write_inventory, fake, tmp_path):
+    fake(PASSING)
+    report = tmp_path / "acceptance.html"
+    result = invoke("validate", "-i", str(write_inventory()), "--report", str(report))
+    assert result.exit_code == 0, result.output
+    page = report.read_text(encoding="utf-8")
+    assert 'class="verdict pass" id="verdict">PASS<' in page and 'id="simulated"' not in page
+    assert "No NCCL bandwidth was measured." in page
+
+
+def test_report_that_cannot_be_written_is_a_user_error(write_inventory, fake, tmp_path, monkeypatch):
+    from pathlib import Path
+
+    fake(PASSING)
+    real_write = Path.write_text
+
+    def refuse(self, *args, **kwargs):
+        if self.suffix == ".html":
+            raise PermissionError(13, "Permission denied")
+        return real_write(self, *args, **kwargs)
+
+    monkeypatch.setattr(Path, "write_text", refuse)
+    result = invoke("validate", "-i", str(write_inventory()), "--report", str(tmp_path / "r.html"))
+    assert result.exit_code == 2
+    assert "--report" in result.output and "cannot write: Permission denied" in result.output

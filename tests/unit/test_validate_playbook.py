@@ -44,6 +44,11 @@ STUBS = {
         for arg in "$@"; do case "$arg" in --nodelist=*) nodes=${arg#--nodelist=} ;; esac; done
         case "$*" in
           *printenv*) cat "$DEEPOPS_FAKE/cvd"; echo ;;
+          *dcgmi\ diag*) cat "$DEEPOPS_FIXTURES/dcgmi-diag-r1-dcgm3.1-x8-pass-dcgm-jsonresulttests.txt" ;;
+          *all_reduce_perf*) cat "$DEEPOPS_FIXTURES/nccl-all-reduce-h100-2x8-p5-awsome.txt" ;;
+          *--mpi=*)  # the JSON line rank 0 of roles/validate/files/mpi_allreduce.py prints
+            hosts=$(printf '"%s",' ${nodes//,/ }); set -- ${nodes//,/ }; size=$#
+            echo "{\\"size\\": $size, \\"sum\\": $((size * (size - 1) / 2)), \\"hosts\\": [${hosts%,}], \\"library\\": \\"stand-in\\"}" ;;
           *) for n in ${nodes//,/ }; do echo "$n $n.example"; done ;;
         esac
         """),
@@ -105,6 +110,7 @@ def fake_cluster(tmp_path, monkeypatch):
     monkeypatch.setenv("DEEPOPS_STATE_DIR", str(tmp_path / "state"))
     # the runner passes DEEPOPS_* through, and PATH: the stand-ins come first
     monkeypatch.setenv("DEEPOPS_FAKE", str(fake))
+    monkeypatch.setenv("DEEPOPS_FIXTURES", str(H100_XML.parent))  # recorded dcgmi and all_reduce_perf outputs
     monkeypatch.setenv("PATH", f"{gpu_bin}{os.pathsep}{bin_dir}{os.pathsep}{os.environ['PATH']}")
 
     def run(scenario=None, no_gpus=(), unreachable=(), **extra_vars):
@@ -131,13 +137,20 @@ def test_healthy_cluster_passes_every_check(fake_cluster):
     report, checks, scancel = fake_cluster()
     assert report.ok, [c for c in report.checks if not c.passed]
     assert sorted(checks) == sorted([
-        ("nodes", "gpu01"), ("nodes", "gpu02"), ("hostname", "gpu01,gpu02"), ("gpus", "gpu01"), ("gpus", "gpu02"),
-        ("sacct", "gpu01"), ("preemption", "gpu01"),
+        ("nodes", "gpu01"), ("nodes", "gpu02"), ("hostname", "gpu01,gpu02"), ("mpi", "gpu01,gpu02"),
+        ("gpus", "gpu01"), ("gpus", "gpu02"), ("mig", ""), ("dcgm", "gpu01"), ("dcgm", "gpu02"),
+        ("nccl", "gpu01"), ("nccl", "gpu02"), ("nccl", "all"), ("sacct", "gpu01"), ("preemption", "gpu01"),
     ])
-    assert {check.status for check in report.checks} == {"pass"}
-    assert [check.check for check in report.checks] == ["nodes", "nodes", "hostname", "gpus", "gpus", "sacct", "preemption"]
+    assert {check.status for check in report.checks if check.check != "mig"} == {"pass"}
+    assert checks["mig", ""].status == "not_applicable" and "no GPU is in MIG mode" in checks["mig", ""].detail
+    assert [check.check for check in report.checks] == [
+        "nodes", "nodes", "hostname", "mpi", "gpus", "gpus", "mig", "dcgm", "dcgm", "nccl", "nccl", "nccl",
+        "sacct", "preemption"]
+    assert checks["nccl", "gpu01"].detail.startswith("busbw 487.26 GB/s at 16 GiB >= ")
+    assert checks["dcgm", "gpu02"].detail == "dcgmi diag -r 1: 10 tests, 8 GPUs, no failure"
     assert "CUDA_VISIBLE_DEVICES=0,1,2,3,4,5,6,7" in checks["gpus", "gpu01"].detail
     assert "requeued (Restarts=1" in checks["preemption", "gpu01"].detail
+    assert "2 ranks, allreduce sum 1 (expected 1) on gpu01,gpu02" in checks["mpi", "gpu01,gpu02"].detail
     assert "--name=deepops-validate" in scancel.read_text()  # cleanup ran
 
 
@@ -149,10 +162,14 @@ def test_broken_cluster_fails_the_right_checks(fake_cluster):
         "restarts": "0",
     })
     assert not report.ok
-    assert {check.status for check in report.checks} == {"fail"}
+    # gpu01's GPUs themselves are fine (dcgm, nccl), and no GPU is in MIG mode
+    assert {check.status for check in report.checks if check.check not in ("mig", "dcgm", "nccl")} == {"fail"}
+    assert checks["dcgm", "gpu02"].status == checks["nccl", "gpu02"].status == "fail"
+    assert "not usable" in checks["nccl", "gpu02"].detail
     assert "nvidia-smi on the node reports 8" in checks["nodes", "gpu01"].detail
     assert "down*" in checks["nodes", "gpu02"].detail
     assert "not usable: gpu02" in checks["hostname", "gpu01,gpu02"].detail
+    assert "not usable: gpu02" in checks["mpi", "gpu01,gpu02"].detail
     assert "3 devices, expected 4" in checks["gpus", "gpu01"].detail
     assert "not usable" in checks["gpus", "gpu02"].detail
     assert "gres/gpu=4" in checks["sacct", "gpu01"].detail
@@ -170,7 +187,7 @@ def test_preemption_bound_of_zero_fails_and_exempt_time_extends_the_bound(fake_c
 
 
 def test_skipped_checks_record_nothing(fake_cluster):
-    report, checks, _ = fake_cluster(validate_skip=["hostname", "gpus", "sacct", "preemption"])
+    report, checks, _ = fake_cluster(validate_skip=["hostname", "mpi", "gpus", "mig", "dcgm", "nccl", "sacct", "preemption"])
     assert report.ok and {check for check, _ in checks} == {"nodes"}
 
 
@@ -180,7 +197,7 @@ def test_a_node_without_gpus_is_not_applicable_for_the_gpus_check(fake_cluster):
     assert checks["nodes", "gpu02"].status == "pass" and "0 GPUs on the node" in checks["nodes", "gpu02"].detail
     assert checks["gpus", "gpu02"].status == "not_applicable" and "no GPUs" in checks["gpus", "gpu02"].detail
     assert checks["gpus", "gpu01"].status == "pass"
-    assert report.summary()["not_applicable"] == 1 and report.summary()["failed"] == 0
+    assert report.summary()["not_applicable"] == 4 and report.summary()["failed"] == 0  # gpus, dcgm, nccl on gpu02; mig
 
 
 def test_a_cluster_without_gpus_passes_with_the_gpu_checks_not_applicable(fake_cluster):
@@ -189,7 +206,9 @@ def test_a_cluster_without_gpus_passes_with_the_gpu_checks_not_applicable(fake_c
     statuses = {key: check.status for key, check in checks.items()}
     assert statuses == {
         ("nodes", "gpu01"): "pass", ("nodes", "gpu02"): "pass", ("hostname", "gpu01,gpu02"): "pass",
-        ("gpus", "gpu01"): "not_applicable", ("gpus", "gpu02"): "not_applicable",
+        ("mpi", "gpu01,gpu02"): "pass", ("gpus", "gpu01"): "not_applicable", ("gpus", "gpu02"): "not_applicable", ("mig", ""): "not_applicable",
+        ("dcgm", "gpu01"): "not_applicable", ("dcgm", "gpu02"): "not_applicable",
+        ("nccl", "gpu01"): "not_applicable", ("nccl", "gpu02"): "not_applicable",
         ("sacct", ""): "not_applicable", ("preemption", ""): "not_applicable",
     }
 
