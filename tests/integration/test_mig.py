@@ -14,6 +14,9 @@ import re
 import time
 
 import pytest
+from test_examples import check_mig_example
+
+from ansible_collections.deepops.cluster.plugins.module_utils.validation import SKIPPABLE_CHECKS
 
 NODE = "gpu02"
 CONTROLLER = "ctl01"
@@ -74,6 +77,24 @@ def test_apply_cuts_the_gpu_and_slurm_schedules_each_profile(deployed):
         assert job[0] == "ok", job
         tres = _ctl(deployed, f"sacct --noheader --allocations --jobs={job[1]} --format=AllocTRES%200 --parsable2")
         assert f"gres/gpu:{profile}=1" in tres, tres
+
+
+def test_the_mig_example_job_would_run_on_a_mig_instance(deployed):
+    check_mig_example(deployed)  # examples/slurm's MIG script, with the layout applied
+
+
+def test_validate_runs_a_job_per_mig_profile(deployed):
+    skipped = [arg for name in SKIPPABLE_CHECKS if name != "mig" for arg in ("--skip", name)]
+    result = deployed.deepops("validate", "--json", *skipped, timeout=900)
+    data = result.json()
+    assert result.rc == 0 and data["ok"], data["checks"]
+    [mig] = [check for check in data["checks"] if check["check"] == "mig"]
+    assert mig["node"] == NODE and mig["status"] == "pass"
+    for profile in ("3g.20gb", "2g.10gb", "1g.5gb"):
+        assert f"--gres=gpu:{profile}:1: CUDA_VISIBLE_DEVICES=" in mig["detail"], mig["detail"]
+    # the nodes check holds Slurm's GRES to the layout, per profile
+    [nodes] = [check for check in data["checks"] if check["check"] == "nodes" and check["node"] == NODE]
+    assert nodes["status"] == "pass" and "1g.5gb:2" in nodes["detail"], nodes["detail"]
 
 
 def test_second_apply_changes_nothing(deployed):
