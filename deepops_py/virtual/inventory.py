@@ -54,6 +54,9 @@ def render_inventory(endpoints: Sequence[Endpoint], *, key_path: Path, known_hos
                 "cuda_enabled": False,
                 "nvidia_dcgm_enabled": False,
                 "gpu_settings_enabled": False,
+                # No toolkit to build nccl-tests with: 'virtual up' puts a
+                # stand-in all_reduce_perf where the role installs the real one.
+                "nccl_tests_enabled": False,
                 # Containers get no cgroup delegation: Slurm tracks processes
                 # without cgroups there (real hosts keep the role's defaults).
                 "slurm_proctrack_type": "proctrack/linuxproc",

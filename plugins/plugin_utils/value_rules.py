@@ -27,6 +27,13 @@ _PROXY_URL = re.compile(r"https?://([A-Za-z0-9._~%-]+(:[A-Za-z0-9._~%-]*)?@)?([A
 
 Rule = Callable[[Any], list[str]]
 
+# A release pinned by its archive's checksum, and the GPU architectures a build targets.
+_SHA256 = re.compile(r"[0-9a-fA-F]{64}")
+_RELEASE = re.compile(r"[0-9A-Za-z][0-9A-Za-z._-]{0,63}")
+_CUDA_ARCH = re.compile(r"[1-9][0-9]{1,2}[af]?")
+# A download URL (a mirror's too); {version} stands for the release.
+_DOWNLOAD_URL = re.compile(r"(https?|file)://[A-Za-z0-9._~%!$&'()*+,;=:@/{}?-]+")
+
 
 def _slurm_name(value: Any, what: str = "name") -> list[str]:
     if isinstance(value, str) and not yaml_files.is_opaque(value) and not SLURM_NAME.fullmatch(value):
@@ -43,14 +50,19 @@ def _at_least(minimum: int) -> Rule:
     return rule
 
 
-def _items(rule: Callable[[Mapping[str, Any]], list[str]]) -> Rule:
+def _each(rule: Rule) -> Rule:
+    """A rule for a list: RULE on each item, messages numbered from 1."""
     def check(value: Any) -> list[str]:
         if not isinstance(value, list):
             return []
-        return [f"item {index}: {message}" for index, item in enumerate(value, 1)
-                if isinstance(item, Mapping) for message in rule(item)]
+        return [f"item {index}: {message}" for index, item in enumerate(value, 1) for message in rule(item)]
 
     return check
+
+
+def _items(rule: Callable[[Mapping[str, Any]], list[str]]) -> Rule:
+    """A rule for a list of dicts: RULE on each dict item."""
+    return _each(lambda item: rule(item) if isinstance(item, Mapping) else [])
 
 
 def _qos(item: Mapping[str, Any]) -> list[str]:
@@ -74,6 +86,15 @@ def _proxy_url(value: Any) -> list[str]:
     if isinstance(value, str) and value and not _PROXY_URL.fullmatch(value):
         return [f"{value!r} is not a proxy URL such as http://host:3142"]
     return []
+
+
+def _matching(pattern: re.Pattern[str], what: str) -> Rule:
+    def rule(value: Any) -> list[str]:
+        if isinstance(value, str) and not pattern.fullmatch(value):
+            return [f"{value!r} is not {what}"]
+        return []
+
+    return rule
 
 
 def is_host_name(value: str) -> bool:
@@ -120,6 +141,10 @@ RULES: dict[str, Rule] = {
     "ansible_host": _host_address,
     "mig_layout": _mig_layout,
     "mig_drain_timeout": _at_least(0),
+    "nccl_tests_version": _matching(_RELEASE, "a release such as 2.13.6"),
+    "nccl_tests_sha256": _matching(_SHA256, "a sha256 checksum (64 hexadecimal digits)"),
+    "nccl_tests_url": _matching(_DOWNLOAD_URL, "an http(s) or file URL"),
+    "nccl_tests_cuda_archs": _each(_matching(_CUDA_ARCH, "a compute capability without the dot, such as 90")),
 }
 
 

@@ -32,10 +32,12 @@ import functools
 import gzip
 import hashlib
 import http.server
+import io
 import json
 import os
 import subprocess
 import sys
+import tarfile
 import tempfile
 import threading
 from collections.abc import Iterator, Mapping, Sequence
@@ -370,6 +372,8 @@ def nvidia_packages(public_key: bytes, distro: str = "debian12") -> list[FakePac
             FakePackage(f"libcudnn9-cuda-{major}", CUDNN_VERSION,
                         files={f"/usr/lib/x86_64-linux-gnu/libcudnn.so.9.cuda{major}.stand-in": "cuDNN (stand-in)\n"}),
             FakePackage("libnccl2", nccl, files={f"/usr/lib/x86_64-linux-gnu/libnccl.so.2.cuda{major}.stand-in": "NCCL (stand-in)\n"}),
+            FakePackage("libnccl-dev", nccl, depends=(f"libnccl2 (= {nccl})",),
+                        files={"/usr/include/nccl.h": f"/* NCCL {nccl} headers (stand-in) */\n"}),
             FakePackage(f"datacenter-gpu-manager-4-cuda{major}", DCGM_VERSION, depends=(f"datacenter-gpu-manager-4-core (= {DCGM_VERSION})",),
                         files={f"/usr/lib/x86_64-linux-gnu/libdcgmmodule-cuda{major}.stand-in": "DCGM CUDA module (stand-in)\n"}),
         ]
@@ -380,8 +384,49 @@ def nvidia_packages(public_key: bytes, distro: str = "debian12") -> list[FakePac
     return packages
 
 
+# The release of nccl-tests the nccl_tests role builds by default (its defaults/main.yml).
+NCCL_TESTS_VERSION = "2.13.6"
+
+# Stand-in of nccl-tests' top-level Makefile: it fails unless make gets what a
+# real build needs (MPI=1, nvcc, NCCL's and Open MPI's headers, gencode flags)
+# and writes *_perf programs that print how they were built.
+NCCL_TESTS_MAKEFILE = """\
+# deepops test stand-in for NVIDIA/nccl-tests (not the real sources)
+BUILDDIR ?= build
+all:
+\ttest "$(MPI)" = 1
+\ttest -x "$(CUDA_HOME)/bin/nvcc"
+\ttest -f "$(NCCL_HOME)/include/nccl.h"
+\ttest -f "$(MPI_HOME)/include/mpi.h"
+\tcase '$(NVCC_GENCODE)' in *-gencode=arch=compute_*) ;; *) exit 1 ;; esac
+\tmkdir -p $(BUILDDIR)
+\tfor test in all_reduce all_gather sendrecv; do \\
+\t  printf '#!/bin/sh\\necho "stand-in %s_perf: CUDA_HOME=%s NCCL_HOME=%s MPI=%s NVCC_GENCODE=%s"\\n' \\
+\t    $$test '$(CUDA_HOME)' '$(NCCL_HOME)' '$(MPI)' '$(NVCC_GENCODE)' >$(BUILDDIR)/$${test}_perf; \\
+\t  chmod 755 $(BUILDDIR)/$${test}_perf; \\
+\tdone
+\ttouch $(BUILDDIR)/common.o
+"""
+
+
+def nccl_tests_source(directory: Path, version: str = NCCL_TESTS_VERSION) -> Path:
+    """``directory/v<version>.tar.gz``, laid out as GitHub's archive of the release
+    (one top directory ``nccl-tests-<version>``) with the stand-in Makefile, and its
+    sha256 beside it in ``v<version>.tar.gz.sha256``."""
+    directory.mkdir(parents=True, exist_ok=True)
+    archive = directory / f"v{version}.tar.gz"
+    data = NCCL_TESTS_MAKEFILE.encode()
+    with tarfile.open(archive, "w:gz") as tar:
+        info = tarfile.TarInfo(f"nccl-tests-{version}/Makefile")
+        info.size, info.mode = len(data), 0o644
+        tar.addfile(info, io.BytesIO(data))
+    (directory / f"{archive.name}.sha256").write_text(hashlib.sha256(archive.read_bytes()).hexdigest())
+    return archive
+
+
 def nvidia_repo(directory: Path, distro: str = "debian12") -> Path:
-    """A signed stand-in of NVIDIA's CUDA repository in ``directory`` (with cuda-keyring_1.1-1_all.deb at its top)."""
+    """A signed stand-in of NVIDIA's CUDA repository in ``directory`` (with cuda-keyring_1.1-1_all.deb at its top),
+    and the stand-in nccl-tests release archive under ``directory/nccl-tests/``."""
     directory = Path(directory)
     home = Path(tempfile.mkdtemp(prefix="deepops-gpg-"))
     public_key = make_signing_key(home)
@@ -389,6 +434,7 @@ def nvidia_repo(directory: Path, distro: str = "debian12") -> Path:
     # NVIDIA publishes the keyring package at the repository's top level.
     (directory / "cuda-keyring_1.1-1_all.deb").write_bytes((directory / "pool" / "cuda-keyring_1.1-1_all.deb").read_bytes())
     subprocess.run(["gpgconf", "--homedir", str(home), "--kill", "all"], capture_output=True)
+    nccl_tests_source(directory / "nccl-tests")
     return directory
 
 

@@ -19,7 +19,7 @@ import yaml
 
 REPO = Path(__file__).resolve().parents[2]
 PLAYBOOK = REPO / "playbooks" / "components" / "nvidia.yml"
-ROLES = ("nvidia_driver", "nvidia_fabricmanager", "cuda", "nvidia_dcgm", "gpu_settings")
+ROLES = ("nvidia_driver", "nvidia_fabricmanager", "cuda", "nvidia_dcgm", "gpu_settings", "nccl_tests")
 H100_XML = REPO / "deepops_py" / "virtual" / "fixtures" / "h100-sxm5-80gb-x8-driver580.xml"
 # Modules a preflight may use: none of them changes a host.
 READ_ONLY = {
@@ -67,7 +67,8 @@ def test_virtual_cluster_switches_the_stack_off():
     text = inventory.render_inventory([inventory.Endpoint("gpu01", "compute", 2222, "ssh-ed25519 AAAA")],
                                       key_path=Path("/k"), known_hosts_path=Path("/kh"), apt_proxy="")
     variables = yaml.safe_load(text)["all"]["vars"]
-    for name in ("nvidia_driver_enabled", "nvidia_fabricmanager_enabled", "cuda_enabled", "nvidia_dcgm_enabled", "gpu_settings_enabled"):
+    for name in ("nvidia_driver_enabled", "nvidia_fabricmanager_enabled", "cuda_enabled", "nvidia_dcgm_enabled", "gpu_settings_enabled",
+                 "nccl_tests_enabled"):
         assert variables[name] is False, name
 
 

@@ -33,6 +33,10 @@ def check(write_inventory, group_vars: str = "", more_hosts: str = ""):
         ('common_apt_proxy: "http://x;rm -rf /"', "common_apt_proxy: 'http://x;rm -rf /' is not a proxy URL"),
         ('common_apt_proxy: "http://proxy\\"; Acquire::x \\"y"', "is not a proxy URL"),
         ('ansible_host: "$(reboot)"', "ansible_host: '$(reboot)' is not a host name or an IP address"),
+        ('nccl_tests_version: "2.13; rm -rf /"', "nccl_tests_version: '2.13; rm -rf /' is not a release"),
+        ("nccl_tests_sha256: abc", "nccl_tests_sha256: 'abc' is not a sha256 checksum"),
+        ('nccl_tests_url: "ftp://mirror/nccl-tests.tgz"', "nccl_tests_url: 'ftp://mirror/nccl-tests.tgz' is not an http(s)"),
+        ("nccl_tests_cuda_archs: ['90', 'sm_80']", "nccl_tests_cuda_archs: item 2: 'sm_80' is not a compute capability"),
     ],
 )
 def test_bad_values_are_exit_2(write_inventory, group_vars, expected):
@@ -57,6 +61,7 @@ def test_hosts_that_differ_only_in_case_are_refused(write_inventory):
         'common_apt_proxy: "https://user:p%40ss@10.0.0.5:3128/"',
         'common_apt_proxy: "http://[fd00::5]:3142"',
         'ansible_host: "fd00::10"',
+        'nccl_tests_url: "http://mirror.example/nccl-tests/v{version}.tar.gz"\nnccl_tests_cuda_archs: ["90a", "100"]',
         'slurm_default_qos: "{{ site_default_qos }}"\nsite_default_qos: x',
     ],
 )

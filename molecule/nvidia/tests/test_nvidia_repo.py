@@ -122,3 +122,40 @@ def test_dgx_os_with_its_driver_preinstalled_is_left_alone(host):
     assert "DGX OS with driver 580.95.05 preinstalled" in said["msg"]
     for task in ("NVIDIA driver | Pin the driver branch", "NVIDIA driver | Report the driver a deploy would install"):
         assert not _task_results(run, task).get(name(host), {}).get("changed"), task
+
+
+# --------------------------------------------------------------------------
+# nccl-tests: built once from the (stand-in) release, against the toolkit and NCCL
+
+NCCL_TESTS = "/opt/deepops/nccl-tests"
+NCCL_TESTS_VERSION = "2.13.6"
+
+
+def test_nccl_tests_built_with_mpi_against_the_default_toolkit_and_nccl(host):
+    assert host.file(f"{NCCL_TESTS}/bin").linked_to == f"{NCCL_TESTS}/{NCCL_TESTS_VERSION}/bin"
+    built = host.check_output(f"{NCCL_TESTS}/bin/all_reduce_perf")
+    # What the stand-in Makefile was given by the role's make command.
+    assert "CUDA_HOME=/usr/local/cuda-13.0 NCCL_HOME=/usr MPI=1" in built
+    assert "-gencode=arch=compute_90,code=sm_90 -gencode=arch=compute_90,code=compute_90" in built
+    assert host.file(f"{NCCL_TESTS}/bin/sendrecv_perf").is_executable
+    assert not host.file(f"{NCCL_TESTS}/bin/common.o").exists  # the programs only
+    # NCCL's headers are the installed library's release exactly.
+    assert version(host, "libnccl-dev") == version(host, "libnccl2")
+    assert host.file("/usr/lib/x86_64-linux-gnu/openmpi/include/mpi.h").exists
+    stamp = host.file(f"{NCCL_TESTS}/{NCCL_TESTS_VERSION}/.deepops-build").content_string
+    assert f"version={NCCL_TESTS_VERSION}\n" in stamp and "cuda_archs=80,86,89,90\n" in stamp
+    assert not host.file(f"/var/cache/deepops/nccl-tests-{NCCL_TESTS_VERSION}").exists  # source tree removed
+
+
+def test_plan_of_another_nccl_tests_release_shows_a_build(host):
+    run = _plan("--limit", name(host), "-e", json.dumps(
+        {"nccl_tests_version": "2.13.7", "nccl_tests_sha256": "0" * 64}))
+    planned = _task_results(run, "NCCL tests | Report the build a deploy would make")[name(host)]
+    assert planned["changed"] is True and "would build nccl-tests 2.13.7" in planned["msg"], planned
+    assert host.file(f"{NCCL_TESTS}/bin").linked_to == f"{NCCL_TESTS}/{NCCL_TESTS_VERSION}/bin"  # check mode only
+
+
+def test_plan_of_other_architectures_shows_a_rebuild(host):
+    run = _plan("--limit", name(host), "-e", json.dumps({"nccl_tests_cuda_archs": ["90", "100"]}))
+    planned = _task_results(run, "NCCL tests | Report the build a deploy would make")[name(host)]
+    assert planned["changed"] is True, planned
