@@ -44,7 +44,7 @@ STUBS = {
         for arg in "$@"; do case "$arg" in --nodelist=*) nodes=${arg#--nodelist=} ;; esac; done
         case "$*" in
           *printenv*) cat "$DEEPOPS_FAKE/cvd"; echo ;;
-          *dcgmi\ diag*) cat "$DEEPOPS_FIXTURES/dcgmi-diag-r1-dcgm3.1-x8-pass-dcgm-jsonresulttests.txt" ;;
+          *dcgmi\\ diag*) cat "$DEEPOPS_FIXTURES/dcgmi-diag-r1-dcgm3.1-x8-pass-dcgm-jsonresulttests.txt" ;;
           *all_reduce_perf*) cat "$DEEPOPS_FIXTURES/nccl-all-reduce-h100-2x8-p5-awsome.txt" ;;
           *--mpi=*)  # the JSON line rank 0 of roles/validate/files/mpi_allreduce.py prints
             hosts=$(printf '"%s",' ${nodes//,/ }); set -- ${nodes//,/ }; size=$#
