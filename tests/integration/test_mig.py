@@ -15,6 +15,7 @@ import time
 
 import pytest
 from test_examples import check_mig_example
+from test_monitoring import MIG_LABEL, dashboard_queries_without_data, promql, wait_for
 
 from ansible_collections.deepops.cluster.plugins.module_utils.validation import SKIPPABLE_CHECKS
 
@@ -77,6 +78,18 @@ def test_apply_cuts_the_gpu_and_slurm_schedules_each_profile(deployed):
         assert job[0] == "ok", job
         tres = _ctl(deployed, f"sacct --noheader --allocations --jobs={job[1]} --format=AllocTRES%200 --parsable2")
         assert f"gres/gpu:{profile}=1" in tres, tres
+
+
+def test_mig_instances_reach_prometheus_and_the_dashboards(deployed):
+    def instances():
+        rows = promql(deployed, f'DCGM_FI_DEV_FB_USED{{node="{NODE}", gpu="0", {MIG_LABEL}!=""}}')
+        return sorted(row["metric"][MIG_LABEL] for row in rows) if len(rows) == 4 else None
+
+    # the deploy's scrape interval (15 s), and the Slurm exporter's cache
+    assert wait_for(instances, 90) == ["1g.5gb", "1g.5gb", "2g.10gb", "3g.20gb"]
+    gres = wait_for(lambda: promql(deployed, f'slurm_node_gres_gpu_total{{node="{NODE}", type="1g.5gb"}}'), 90)
+    assert gres and float(gres[0]["value"][1]) == 2
+    assert dashboard_queries_without_data(deployed, mig=True) == [], "MIG dashboard queries without data"
 
 
 def test_the_mig_example_job_would_run_on_a_mig_instance(deployed):

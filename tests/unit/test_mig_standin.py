@@ -10,12 +10,15 @@ docstring). The stand-in runs as the script it is, against the files
 from __future__ import annotations
 
 import contextlib
+import importlib.machinery
 import io
 import json
 import os
+import re
 import stat
 import subprocess
 import sys
+import types
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
@@ -524,3 +527,44 @@ def test_what_place_rejects_is_refused_in_any_order(in_process, layout, data):
     _fresh(module, node)
     code, out = _run(module, node, "mig", "-cgi", ",".join(rejected), "-C")
     assert code != 0 and "Insufficient Resources" in out, out
+
+
+# --------------------------------------------------------------------------
+# the stand-in dcgm-exporter reads the same MIG state
+
+
+def _exporter(a100, tmp_path, monkeypatch) -> str:
+    """The stand-in dcgm-exporter's /metrics for A100's node, as Prometheus would scrape it."""
+    for key in ("DEEPOPS_SIMULATED_GPUS", "DEEPOPS_SIMULATED_MIG_STATE"):
+        monkeypatch.setenv(key, a100.env[key])
+    loader = importlib.machinery.SourceFileLoader("dcgm_exporter_standin", str(payload.DATA_DIR / "dcgm-exporter"))
+    module = types.ModuleType(loader.name)
+    loader.exec_module(module)
+    counters = tmp_path / "counters.csv"
+    counters.write_text("DCGM_FI_DEV_FB_USED, gauge, used\nDCGM_FI_DEV_GPU_TEMP, gauge, temperature\n"
+                        "DCGM_FI_PROF_GR_ENGINE_ACTIVE, gauge, active\n")
+    marker = json.loads(Path(a100.env["DEEPOPS_SIMULATED_GPUS"]).read_text())
+    return module.render(module.parse_args(["-f", str(counters)]), marker, {})
+
+
+def _series(text: str, field: str) -> list[str]:
+    return [line for line in text.splitlines() if line.startswith(field + "{")]
+
+
+def test_the_exporter_reports_each_mig_instance_with_its_profile_and_the_gpu_once(a100, tmp_path, monkeypatch):
+    a100.out("mig", "-i", "0", "-cgi", MIXED, "-C")
+    text = _exporter(a100, tmp_path, monkeypatch)
+    used = _series(text, "DCGM_FI_DEV_FB_USED")
+    instances = sorted(re.search(r'GPU_I_PROFILE="([^"]+)",GPU_I_ID="(\d+)"', line).groups()
+                       for line in used if 'gpu="0"' in line)
+    assert instances == [("1g.5gb", "10"), ("1g.5gb", "9"), ("2g.10gb", "3"), ("3g.20gb", "2")]
+    assert [line for line in used if 'gpu="1"' in line and "GPU_I_" not in line]  # GPU 1 is whole
+    assert len(_series(text, "DCGM_FI_PROF_GR_ENGINE_ACTIVE")) == 5
+    # device-wide fields stay once per GPU, without instance labels
+    temperature = _series(text, "DCGM_FI_DEV_GPU_TEMP")
+    assert len(temperature) == 2 and not any("GPU_I_" in line for line in temperature)
+
+
+def test_the_exporter_reports_no_instances_once_mig_is_off(a100, tmp_path, monkeypatch):
+    a100.out("-i", "0", "-mig", "0")
+    assert not any("GPU_I_" in line for line in _exporter(a100, tmp_path, monkeypatch).splitlines())
