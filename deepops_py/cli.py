@@ -113,6 +113,18 @@ def _say_inventory(source) -> None:
     click.echo(f"Using inventory {source.path} ({source.origin})", err=True)
 
 
+def _hint_stale_ports(cluster, unreachable) -> None:
+    """Below a report of UNREACHABLE hosts: one line (stderr) for each virtual node whose SSH port changed since
+    'deepops virtual up' wrote the inventory in use; nothing for other inventories, or when Docker cannot say."""
+    ports = {name: cluster.hosts[name].port for name in unreachable if name in cluster.hosts}
+    if not ports:
+        return
+    from deepops_py.virtual import cluster as virtual
+
+    for line in virtual.stale_port_hints(Path(cluster.inventory), ports):
+        click.echo(line, err=True)
+
+
 def _parse_extra_vars(values: tuple[str, ...]) -> dict:
     """Turn repeated ``-e K=V`` / ``-e @file`` / ``-e '{json}'`` into one dict.
 
@@ -242,6 +254,7 @@ def check(inventory, no_ssh, limit, forks, timeout, as_json) -> None:
         click.echo(json.dumps(preflight.results_as_dict(results), indent=2))
     else:
         preflight.print_table(results)
+    _hint_stale_ports(cluster, preflight.unreachable_hosts(results))
     if any(not result.ok for result in results):
         sys.exit(1)
 
@@ -264,10 +277,10 @@ def _run_playbook_command(command: str, *, check_mode: bool, inventory, limit, t
         inventory_hosts=tuple(cluster.hosts),
         wait_for_lock=wait,
     )
-    _finish_run(runner.run_playbook(request, json_output=as_json), as_json)
+    _finish_run(runner.run_playbook(request, json_output=as_json), as_json, cluster)
 
 
-def _finish_run(result, as_json: bool) -> None:
+def _finish_run(result, as_json: bool, cluster) -> None:
     """Print a playbook run's result (JSON or the summary table); exit 1 unless it went well."""
     from deepops_py import runner
 
@@ -275,6 +288,7 @@ def _finish_run(result, as_json: bool) -> None:
         click.echo(json.dumps(result.as_dict(), indent=2))
     else:
         runner.print_summary(result)
+    _hint_stale_ports(cluster, result.unreachable_hosts)
     if not result.ok:
         sys.exit(1)
 
@@ -455,6 +469,7 @@ def validate(inventory, skip, extra_vars, junit_file, report_file, burn_in_minut
         if not result.ok:
             runner.print_summary(result)
         reports.print_table(report)
+    _hint_stale_ports(cluster, result.unreachable_hosts)
     if not report.ok:
         sys.exit(1)
 
@@ -500,7 +515,7 @@ def node_add(hosts, inventory, extra_vars, forks, wait, as_json) -> None:
     new_hosts = nodes.check_new_hosts(cluster, hosts)  # before anything runs: exit 2 touches nothing
     click.echo(f"Adding {', '.join(new_hosts)}; running on: {', '.join(nodes.target_hosts(cluster, new_hosts))}", err=True)
     result = nodes.add_nodes(cluster, new_hosts, extra_vars=variables, forks=forks, wait=wait, json_output=as_json)
-    _finish_run(result, as_json)
+    _finish_run(result, as_json, cluster)
 
 
 @main.group(context_settings=CONTEXT_SETTINGS)
@@ -571,7 +586,7 @@ def mig_apply(hosts, inventory, extra_vars, forks, wait, as_json) -> None:
 
     cluster = _load_cluster(inventory)  # validation first: bad input touches no host
     request = migs.build_apply_request(cluster, hosts, extra_vars=_parse_extra_vars(extra_vars), forks=forks, wait=wait)
-    _finish_run(runner.run_playbook(request, json_output=as_json), as_json)
+    _finish_run(runner.run_playbook(request, json_output=as_json), as_json, cluster)
 
 
 @main.group(context_settings=CONTEXT_SETTINGS, invoke_without_command=True)

@@ -313,6 +313,11 @@ def run_preflight(
         return list(pool.map(lambda host: check_host(host, connect, timeout), hosts))
 
 
+def unreachable_hosts(results: list[HostCheck]) -> list[str]:
+    """The hosts SSH got no session on: unreachable, refused, an unknown or changed host key, failed login."""
+    return [result.host for result in results if not result.checks.get(CHECK_SSH, (False, ""))[0]]
+
+
 def results_as_dict(results: list[HostCheck]) -> dict[str, Any]:
     return {
         "ok": all(result.ok for result in results),

@@ -85,6 +85,10 @@ class RunResult:
     def failed_hosts(self) -> list[str]:
         return [name for name, host in self.hosts.items() if not host.succeeded]
 
+    @property
+    def unreachable_hosts(self) -> list[str]:
+        return [name for name, host in self.hosts.items() if host.unreachable]
+
     def as_dict(self) -> dict[str, Any]:
         data = asdict(self)
         data["ok"] = self.ok

@@ -16,7 +16,7 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -32,6 +32,7 @@ CONTROLLER = "ctl01"
 DEFAULT_GPUS = (GpuSpec("h100", 8), GpuSpec("a100", 4))
 MAX_COMPUTE = 32
 READY_TIMEOUT_S = 120
+PORT_LOOKUP_TIMEOUT_S = 5  # each docker command of a stale-port hint: a hint must never hold up a command
 IMAGE_NAMES = tuple(image.SUITES)
 
 ROLE_LABEL = "deepops.virtual.role"
@@ -184,13 +185,52 @@ def status() -> ClusterState:
         if labels.get(ROLE_LABEL) == "aptcache":
             state.apt_cache = running
             continue
-        bindings = (container["NetworkSettings"]["Ports"] or {}).get("22/tcp") or []
-        port = int(bindings[0]["HostPort"]) if bindings else None
         state.nodes.append(NodeState(labels.get(HOST_LABEL, "?"), container["Name"].lstrip("/"),
-                                     labels.get(ROLE_LABEL, "?"), running, port,
+                                     labels.get(ROLE_LABEL, "?"), running, _ssh_port(container),
                                      labels.get(GPUS_LABEL, ""), labels.get(IMAGE_NAME_LABEL, "")))
     state.nodes.sort(key=lambda node: (node.role != "controller", node.name))
     return state
+
+
+def _ssh_port(container: dict) -> int | None:
+    """The 127.0.0.1 port docker publishes the container's sshd on now (its ``docker inspect``); None when none."""
+    bindings = (container["NetworkSettings"]["Ports"] or {}).get("22/tcp") or []
+    return int(bindings[0]["HostPort"]) if bindings else None
+
+
+def stale_port_hints(inventory_path: Path, ports: Mapping[str, int]) -> list[str]:
+    """A line for each host of PORTS ({host: its ansible_port}) whose container publishes sshd on another port now.
+
+    A restarted container may get a new port, and then the inventory 'up'
+    wrote is stale. Only for that inventory, and only what Docker can say at
+    once: none when it cannot (no docker CLI, no engine, a slow one).
+    """
+    if not ports or not _is_own_inventory(inventory_path):
+        return []
+    now = _published_ssh_ports()
+    return [
+        f"{host}: its SSH port changed (inventory {port}, container now {now[host]}): "
+        "run `deepops virtual up` to refresh the inventory"
+        for host, port in ports.items()
+        if now.get(host) not in (None, port)
+    ]
+
+
+def _is_own_inventory(path: Path) -> bool:
+    try:
+        return Path(path).resolve() == _files().inventory.resolve()
+    except (DeepopsError, OSError):
+        return False
+
+
+def _published_ssh_ports() -> dict[str, int]:
+    """{hostname: its sshd's published port now}, of the nodes that publish one; {} when Docker cannot say."""
+    try:
+        containers = docker.containers(cluster_name(), timeout=PORT_LOOKUP_TIMEOUT_S)
+        ports = {(container["Config"]["Labels"] or {}).get(HOST_LABEL): _ssh_port(container) for container in containers}
+    except (DeepopsError, OSError, ValueError, KeyError, TypeError, IndexError):
+        return {}
+    return {host: port for host, port in ports.items() if host and port}
 
 
 def print_status(state: ClusterState) -> None:

@@ -72,12 +72,12 @@ def image_labels(image: str) -> dict[str, str] | None:
     return json.loads(result.stdout or "null") or {}
 
 
-def containers(cluster: str) -> list[dict]:
+def containers(cluster: str, *, timeout: float | None = 120) -> list[dict]:
     """``docker inspect`` of every container (running or not) of virtual cluster CLUSTER."""
-    names = run(["ps", "-a", "--filter", f"label={LABEL}={cluster}", "--format", "{{.Names}}"]).stdout.split()
+    names = run(["ps", "-a", "--filter", f"label={LABEL}={cluster}", "--format", "{{.Names}}"], timeout=timeout).stdout.split()
     if not names:
         return []
-    return json.loads(run(["inspect", *names]).stdout)
+    return json.loads(run(["inspect", *names], timeout=timeout).stdout)
 
 
 def networks(cluster: str) -> list[str]:

@@ -5,7 +5,7 @@ for the GPU checks, ``gpu_acceptance.py`` (pure Python, unit tested); these
 only turn their input errors into Ansible's.
 
 - ``validate_skip | deepops.cluster.validate_selected_checks`` -> the checks to run, in order
-- ``sinfo_stdout | deepops.cluster.validate_survey(computes, node_facts, preemption_node)`` -> the cluster
+- ``sinfo_stdout | deepops.cluster.validate_survey(computes, node_facts, preemption_node, node_munge)`` -> the cluster
 - ``cluster | deepops.cluster.validate_nodes_results`` -> the nodes check's results
 - ``registered | deepops.cluster.validate_hostname_result(cluster)``
 - ``registered | deepops.cluster.validate_mpi_result(cluster, plugin)``

@@ -121,6 +121,8 @@ ERROR_CHECK = "validate"
 
 # Node states (sinfo %T) in which a test job starts at once.
 USABLE_STATES = ("idle", "mixed")
+# What ``systemctl is-active munge`` says when munged serves no credentials.
+MUNGE_STOPPED_STATES = ("inactive", "failed", "activating", "deactivating")
 # Job states in which a high-QOS job counts as started; "" (left the queue) is FINISHED.
 STARTED_STATES = ("RUNNING", "COMPLETING", "FINISHED")
 DETAIL_LIMIT = 300
@@ -330,24 +332,55 @@ def _mig_profiles(node_facts: Any) -> list[str]:
     return sorted(profiles)
 
 
+def _munge_problem(node: str, run: Any) -> str | None:
+    """Why munge on the node cannot vouch for slurmd, from ``files/munge.sh``'s result there; None when it can.
+
+    The script prints ``active`` (``systemctl is-active munge``),
+    ``credential_rc`` and ``credential_err`` (``munge -n | unmunge`` under
+    timeout(1)). No result (the node was not reached), or one without these
+    lines, gives no verdict: the nodes check judges the node as before.
+    """
+    if not _ran(run):
+        return None
+    out = parse_key_values(run.get("stdout"))
+    consequence = "slurmd cannot authenticate to slurmctld"
+    active = out.get("active", "")
+    if active in MUNGE_STOPPED_STATES:
+        return f"munge is not running on {node} (systemctl is-active: {active}): {consequence}"
+    rc = out.get("credential_rc", "0")
+    if rc != "0":
+        timed_out = " (timed out)" if rc == str(TIMEOUT_RC) else ""
+        said = _truncate(out.get("credential_err"))
+        return (f"munge on {node} cannot encode and decode a credential (munge -n | unmunge: rc={rc}{timed_out}"
+                f"{': ' + said if said else ''}): {consequence}")
+    return None
+
+
 def survey(
     sinfo_stdout: Any,
     computes: Sequence[str],
     node_facts: Mapping[str, Any] | None = None,
     preemption_node: str = "",
+    node_munge: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
     """What every check starts from: Slurm's nodes, the usable ones, and the node of the sacct and preemption checks.
 
     ``node_facts`` maps each compute node to its ``ansible_facts`` (empty, or
-    without ``deepops_gpus``, when the node was not reached). A node is usable
-    when Slurm knows it and it is idle or mixed:
-    jobs start there, elsewhere they would only wait. The target is
-    ``preemption_node`` if given, else the first usable node with GPUs.
+    without ``deepops_gpus``, when the node was not reached), ``node_munge``
+    to the result of ``files/munge.sh`` there. A node is usable when Slurm
+    knows it, it is idle or mixed, and its munge works: jobs start there,
+    elsewhere they would only wait (or, munge down, hang while slurmctld still
+    shows the node idle). The target is ``preemption_node`` if given, else the
+    first usable node with GPUs.
     """
     computes = [str(node) for node in computes]
     node_facts = node_facts or {}
+    node_munge = node_munge or {}
     slurm = parse_sinfo_nodes(sinfo_stdout)
-    usable = [node for node in computes if node in slurm and slurm[node]["state"] in USABLE_STATES]
+    problems = {node: _munge_problem(node, node_munge.get(node)) for node in computes}
+    munge = {node: problem for node, problem in problems.items() if problem}
+    usable = [node for node in computes
+              if node in slurm and slurm[node]["state"] in USABLE_STATES and node not in munge]
     expected = {node: _gres_expected(node_facts.get(node)) for node in computes}
     # GPU GRES the node's facts imply (a MIG device counts one); None: no facts
     counted = {node: None if gres is None else sum(gres.values()) for node, gres in expected.items()}
@@ -360,6 +393,8 @@ def survey(
         "computes": computes,
         "slurm": slurm,
         "usable": usable,
+        # {node: why its munge cannot authenticate slurmd}, for the nodes whose munge does not work
+        "munge_problems": munge,
         "counted": counted,
         "expected_gres": expected,
         # usable nodes that Slurm gives GPUs: where the gpus check runs jobs
@@ -368,7 +403,7 @@ def survey(
         "target": target,
         "target_chosen": bool(preemption_node),
         # GPUs Slurm gives the target: its jobs ask for all of them; 0 when they cannot run
-        "target_gpus": slurm[target]["gpus"] if target in slurm else 0,
+        "target_gpus": slurm[target]["gpus"] if target in slurm and target not in munge else 0,
         # MIG profiles on each node, by its facts: the mig check runs a job per (node, profile)
         "mig_jobs": [{"node": node, "profile": profile} for node in computes for profile in _mig_profiles(node_facts.get(node))],
         # GPUs anywhere, by Slurm's GRES or by nvidia-smi on a node
@@ -385,6 +420,8 @@ def _target_problem(cluster: Mapping[str, Any]) -> tuple[str, str] | None:
             return FAIL, f"not run: validate_preemption_node {target} is not known to Slurm (sinfo)"
         if slurm[target]["gpus"] <= 0:
             return FAIL, f"not run: validate_preemption_node {target} has no GPUs in Slurm (GRES {slurm[target]['gres']})"
+        if target in cluster.get("munge_problems", {}):
+            return FAIL, f"not run: {cluster['munge_problems'][target]}"
         return None
     if target:
         return None
@@ -398,17 +435,22 @@ def _target_problem(cluster: Mapping[str, Any]) -> tuple[str, str] | None:
 
 
 def nodes_results(cluster: Mapping[str, Any]) -> list[dict[str, Any]]:
-    """Every compute node: known to Slurm, idle or mixed, and GRES GPUs = what nvidia-smi reports on it.
+    """Every compute node: known to Slurm, munge working, idle or mixed, and GRES GPUs = what nvidia-smi reports on it.
 
     With typed facts (``gres_by_type``) every type must match, MIG profiles
-    included; otherwise the GPU counts must.
+    included; otherwise the GPU counts must. A node whose munge does not work
+    fails naming munge, whatever state Slurm shows (slurmctld notices only
+    after SlurmdTimeout).
     """
     results = []
+    munge = cluster.get("munge_problems", {})
     for node in cluster["computes"]:
         slurm = cluster["slurm"].get(node)
         counted = cluster["counted"].get(node)
         if slurm is None:
             passed, detail = False, "not known to Slurm (sinfo): missing from slurm.conf, or slurmctld not reconfigured"
+        elif node in munge:
+            passed, detail = False, f"{munge[node]}; Slurm shows the node {slurm['state']}"
         elif slurm["state"] not in USABLE_STATES:
             passed, detail = False, f"state {slurm['state']}, expected idle or mixed"
         elif counted is None:

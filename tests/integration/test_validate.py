@@ -128,3 +128,33 @@ def test_a_slow_gpu_node_fails_its_bandwidth_mark(deployed, faulty_gpu01):
     assert gpu01["status"] == "fail" and " < " in gpu01["detail"] and "(h100, nvswitch)" in gpu01["detail"], gpu01
     assert gpu01["measurements"]["busbw_gbps"] < gpu01["measurements"]["threshold_gbps"]
     assert result.json()["drained"] == []  # not asked to drain
+
+
+@pytest.fixture
+def munge_stopped_on_gpu02(deployed):
+    """gpu02's munge stopped; afterwards started again, the node resumed if slurmctld marked it down, and waited for."""
+    deployed.ssh("gpu02", "systemctl stop munge", check=True)
+    yield
+    deployed.ssh("gpu02", "systemctl start munge", check=False)
+    # RESUME fails on a node slurmctld never marked down: tolerated
+    deployed.ssh("ctl01", "scontrol update NodeName=gpu02 State=RESUME", check=False)
+    deployed.ssh("ctl01", "for _ in $(seq 30); do case $(sinfo --noheader --Node --nodes=gpu02 --format=%T | head -n1) in "
+                          "idle|mixed) exit 0 ;; esac; sleep 2; done; exit 1", check=False)
+
+
+def test_a_node_whose_munge_is_stopped_is_named_and_gets_no_job(deployed, munge_stopped_on_gpu02):
+    # nodes, hostname and gpus only: the others need no more to show it
+    skipped = [name for name in SKIPPABLE_CHECKS if name not in ("hostname", "gpus")]
+    result = deployed.deepops("validate", "--json", *(arg for name in skipped for arg in ("--skip", name)), timeout=900)
+    assert result.rc == 1, result.stdout[-3000:] + result.stderr[-3000:]
+    data = result.json()
+    checks = {(c["check"], c["node"]): c for c in data["checks"]}
+    # Slurm may still show gpu02 idle (slurmctld notices only after SlurmdTimeout): munge is named all the same
+    gpu02 = checks["nodes", "gpu02"]
+    assert gpu02["status"] == "fail", gpu02
+    assert gpu02["detail"].startswith("munge is not running on gpu02 (systemctl is-active: inactive): "
+                                      "slurmd cannot authenticate to slurmctld"), gpu02
+    assert checks["nodes", "gpu01"]["status"] == "pass" and checks["gpus", "gpu01"]["status"] == "pass"
+    assert "not usable" in checks["gpus", "gpu02"]["detail"]  # no job was sent there: it would hang
+    assert not data["failed_hosts"]  # gpu02 itself answered: failed checks, not a failed run
+    assert not _leftover_jobs(deployed), "validation left jobs behind"

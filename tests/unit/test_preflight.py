@@ -121,6 +121,8 @@ def test_each_problem_is_its_own_failed_row():
     assert "ssh to it once or add it to known_hosts" in by_host["hostkey"].error
     assert "too old" in by_host["oldpython"].checks["python3"][1]
     assert by_host["boom"].checks == {"ssh": (False, "ssh failed: RuntimeError: library bug")}
+    # SSH got no session on these (a moved port may even answer with another node's host key)
+    assert preflight.unreachable_hosts(results) == ["down", "hostkey", "boom"]
 
 
 def test_lost_connection_mid_checks_is_a_row_not_an_exception():
@@ -206,6 +208,7 @@ def test_json_and_table_output():
         },
     }
     assert data["hosts"][1]["ok"] is False and data["hosts"][1]["checks"]["ssh"]["ok"] is False
+    assert preflight.unreachable_hosts(results) == ["gpu02"]  # the hosts a stale-port hint is about
 
     out = io.StringIO()
     preflight.print_table(results, console=Console(file=out, width=200))

@@ -231,6 +231,71 @@ def test_nodes_verdicts():
     assert results["gpu02"]["detail"] == "idle, GRES (null), 0 GPUs on the node"
 
 
+def munge_run(active="active", credential_rc="0", credential_err=""):
+    """What roles/validate/files/munge.sh prints on a node, as the role registers it."""
+    return ran(f"active={active}\ncredential_rc={credential_rc}\ncredential_err={credential_err}\n")
+
+
+MUNGE_UP = munge_run()
+MUNGE_STOPPED = munge_run("inactive", "1", 'munge: Error: Unable to access "/run/munge/munge.socket.2": No such file or directory')
+BOTH_IDLE = "gpu01 idle gpu:h100:8\ngpu02 idle gpu:h100:8\n"
+
+
+def test_a_node_whose_munge_is_stopped_is_not_usable_and_fails_the_nodes_check_naming_munge():
+    c = v.survey(BOTH_IDLE, COMPUTES, {"gpu01": FACTS_8, "gpu02": FACTS_8}, "", {"gpu01": MUNGE_UP, "gpu02": MUNGE_STOPPED})
+    # Slurm still shows gpu02 idle (slurmctld notices only after SlurmdTimeout): no test job goes there
+    assert (c["usable"], c["gpu_nodes"], c["target"]) == (["gpu01"], ["gpu01"], "gpu01")
+    results = by_node(v.nodes_results(c))
+    assert results["gpu01"] == v.result("nodes", "gpu01", "pass", "idle, GRES gpu:h100:8, 8 GPUs on the node")
+    assert results["gpu02"] == v.result("nodes", "gpu02", "fail", (
+        "munge is not running on gpu02 (systemctl is-active: inactive): slurmd cannot authenticate to slurmctld; "
+        "Slurm shows the node idle"))
+    # the checks that need every node, or this node, say they did not run and point at the nodes check
+    assert v.hostname_result(SKIPPED, c)["detail"] == "not run: nodes not usable: gpu02"
+    assert v.mpi_result(SKIPPED, c)["detail"] == "not run: nodes not usable: gpu02"
+    assert by_node(v.gpus_results([], c))["gpu02"]["detail"] == "not run: the node is not usable (see the nodes check)"
+    # once slurmctld has noticed, munge is still named as the cause
+    down = by_node(v.nodes_results(v.survey("gpu01 idle gpu:h100:8\ngpu02 down* gpu:h100:8\n", COMPUTES,
+                                            {"gpu01": FACTS_8, "gpu02": FACTS_8}, "", {"gpu02": munge_run("failed")})))
+    assert down["gpu02"]["detail"].startswith("munge is not running on gpu02 (systemctl is-active: failed): ")
+    assert down["gpu02"]["detail"].endswith("; Slurm shows the node down*")
+
+
+def test_munge_running_but_failing_its_credential_round_trip_fails_the_node():
+    facts = {"gpu01": FACTS_8, "gpu02": FACTS_8}
+    for run, said in [
+        (munge_run("active", "1", "unmunge: Error: Invalid credential"), "rc=1: unmunge: Error: Invalid credential"),
+        (munge_run("active", "124", ""), "rc=124 (timed out)"),
+    ]:
+        c = v.survey(BOTH_IDLE, COMPUTES, facts, "", {"gpu01": run, "gpu02": MUNGE_UP})
+        assert c["usable"] == ["gpu02"]
+        assert by_node(v.nodes_results(c))["gpu01"]["detail"] == (
+            f"munge on gpu01 cannot encode and decode a credential (munge -n | unmunge: {said}): "
+            "slurmd cannot authenticate to slurmctld; Slurm shows the node idle")
+
+
+def test_munge_working_or_unknown_changes_nothing():
+    facts = {"gpu01": FACTS_8, "gpu02": UNREACHED}
+    before = v.survey(BOTH_IDLE, COMPUTES, facts)
+    # munge up on gpu01; gpu02 not reached (no result), as today: it fails for its missing facts, not for munge
+    after = v.survey(BOTH_IDLE, COMPUTES, facts, "", {"gpu01": MUNGE_UP, "gpu02": {}})
+    assert after == before and after["munge_problems"] == {}
+    assert v.nodes_results(after) == v.nodes_results(before)
+    assert "no GPU facts from the node" in by_node(v.nodes_results(after))["gpu02"]["detail"]
+    # no systemd to ask (or the script did not run) and the credential round-trips: no verdict either
+    unknown = {"gpu01": munge_run("bash: line 1: systemctl: command not found"), "gpu02": SKIPPED}
+    assert v.survey(BOTH_IDLE, COMPUTES, {"gpu01": FACTS_8, "gpu02": FACTS_8}, "", unknown)["usable"] == COMPUTES
+
+
+def test_a_chosen_preemption_node_whose_munge_is_stopped_gets_no_job():
+    c = v.survey(BOTH_IDLE, COMPUTES, {"gpu01": FACTS_8, "gpu02": FACTS_8}, "gpu02", {"gpu02": MUNGE_STOPPED})
+    assert (c["target"], c["target_gpus"]) == ("gpu02", 0)  # check_sacct.yml and check_preemption.yml submit nothing
+    sacct = v.sacct_result(SKIPPED, c, 60)
+    assert sacct["status"] == "fail" and sacct["detail"].startswith("not run: munge is not running on gpu02")
+    settings = v.preemption_settings("PreemptType = preempt/qos\n", "", "low", 60)
+    assert v.preemption_result(SKIPPED, c, settings, "low", "high", 120)["detail"] == sacct["detail"]
+
+
 # A node with one whole H100 and one cut into seven 1g.10gb MIG devices, as nvidia_gpu_facts reports it.
 FACTS_MIG = {"deepops_gpus": {"present": True, "count": 2, "gres_by_type": {"h100": 1, "1g.10gb": 7}}}
 

@@ -1,7 +1,8 @@
 """playbooks/validate.yml (the validate role) for real, against stand-in Slurm commands on localhost (no cluster, no Docker).
 
 The stand-ins (sinfo, srun, sbatch, squeue, sacct, scontrol, sacctmgr, scancel,
-nvidia-smi) print what a healthy, or a broken, cluster prints; the test runs
+nvidia-smi, and systemctl, munge, unmunge for munge's health on each node)
+print what a healthy, or a broken, cluster prints; the test runs
 the entry playbook through deepops' runner and checks the results the role
 recorded with set_stats, so the role's commands, the filters' parsing and
 verdicts, and the cleanup are exercised end to end. The parsers and verdicts
@@ -11,6 +12,7 @@ themselves are tested case by case in test_validate_checks.py.
 from __future__ import annotations
 
 import os
+import shlex
 import shutil
 import sys
 import textwrap
@@ -40,6 +42,7 @@ STUBS = {
         cat "$DEEPOPS_FAKE/sinfo"
         """),
     "srun": textwrap.dedent("""\
+        echo "srun $*" >> "$DEEPOPS_FAKE/submitted"
         nodes=""
         for arg in "$@"; do case "$arg" in --nodelist=*) nodes=${arg#--nodelist=} ;; esac; done
         case "$*" in
@@ -53,6 +56,7 @@ STUBS = {
         esac
         """),
     "sbatch": textwrap.dedent("""\
+        echo "sbatch $*" >> "$DEEPOPS_FAKE/submitted"
         case "$*" in
           *--wait*) echo "101;deepops" ;;
           *--qos=low*) echo 201 ;;
@@ -71,6 +75,18 @@ STUBS = {
         """),
     "sacctmgr": "printf 'high|00:00:00|low\\nnormal|00:00:00|\\nlow|00:00:00|\\n'",
     "scancel": 'echo "$*" >> "$DEEPOPS_FAKE/scancel"',
+    # munge's health (roles/validate/files/munge.sh): DEEPOPS_FAKE_MUNGE is the node's munge.service state
+    "systemctl": textwrap.dedent("""\
+        [ "$*" = "is-active munge" ] || exit 1
+        echo "${DEEPOPS_FAKE_MUNGE:-active}"; [ "${DEEPOPS_FAKE_MUNGE:-active}" = active ]
+        """),
+    "munge": textwrap.dedent("""\
+        if [ "${DEEPOPS_FAKE_MUNGE:-active}" != active ]; then
+          echo 'munge: Error: Unable to access "/run/munge/munge.socket.2": No such file or directory' >&2; exit 1
+        fi
+        echo "MUNGE:stand-in-credential:"
+        """),
+    "unmunge": "grep -q '^MUNGE:' || { echo 'unmunge: Error: No credential specified' >&2; exit 1; }; echo 'STATUS: Success (0)'",
 }
 # in a directory of its own: a node "without GPUs" runs its modules with that directory off PATH
 NVIDIA_SMI = f'case "$*" in *-x*) cat {H100_XML} ;; *) exit 1 ;; esac'
@@ -102,9 +118,6 @@ def fake_cluster(tmp_path, monkeypatch):
     for path, body in [*((bin_dir / name, body) for name, body in STUBS.items()), (gpu_bin / "nvidia-smi", NVIDIA_SMI)]:
         path.write_text("#!/bin/bash\n" + body)
         path.chmod(0o755)
-    no_gpus_python = tmp_path / "python-without-nvidia-smi"
-    no_gpus_python.write_text(f'#!/bin/bash\nexport PATH="${{PATH//{gpu_bin}:/}}"\nexec {sys.executable} "$@"\n')
-    no_gpus_python.chmod(0o755)
     inventory = tmp_path / "inventory.yml"
     playbook = REPO / "playbooks" / "validate.yml"  # the real entry playbook: inventory check, GPU facts, the role
     monkeypatch.setenv("DEEPOPS_STATE_DIR", str(tmp_path / "state"))
@@ -113,11 +126,23 @@ def fake_cluster(tmp_path, monkeypatch):
     monkeypatch.setenv("DEEPOPS_FIXTURES", str(H100_XML.parent))  # recorded dcgmi and all_reduce_perf outputs
     monkeypatch.setenv("PATH", f"{gpu_bin}{os.pathsep}{bin_dir}{os.pathsep}{os.environ['PATH']}")
 
-    def run(scenario=None, no_gpus=(), unreachable=(), **extra_vars):
+    def node_python(node, no_gpus, munge_stopped):
+        """The node's interpreter: this Python, in the node's environment (no nvidia-smi, munge stopped)."""
+        path = os.pathsep.join(entry for entry in os.environ["PATH"].split(os.pathsep) if entry != str(gpu_bin))
+        lines = ([f"export PATH={shlex.quote(path)}"] if node in no_gpus else []) + (
+            ["export DEEPOPS_FAKE_MUNGE=inactive"] if node in munge_stopped else [])
+        if not lines:
+            return ""
+        python = tmp_path / f"python-{node}"
+        python.write_text("#!/bin/bash\n" + "\n".join(lines) + f'\nexec {sys.executable} "$@"\n')
+        python.chmod(0o755)
+        return f"{{ansible_python_interpreter: {python}}}"
+
+    def run(scenario=None, no_gpus=(), unreachable=(), munge_stopped=(), **extra_vars):
         for key, value in {**HEALTHY, **(scenario or {})}.items():
             (fake / key).write_text(value)
-        hosts = {node: "" for node in ("gpu01", "gpu02")}
-        hosts.update({node: f"{{ansible_python_interpreter: {no_gpus_python}}}" for node in no_gpus})
+        (fake / "submitted").write_text("")  # every srun and sbatch, with its arguments
+        hosts = {node: node_python(node, no_gpus, munge_stopped) for node in ("gpu01", "gpu02")}
         # nothing listens on port 1: ssh is refused at once
         hosts.update({node: "{ansible_connection: ssh, ansible_host: 127.0.0.1, ansible_port: 1}" for node in unreachable})
         inventory.write_text(INVENTORY.format(python=sys.executable, **hosts))
@@ -219,6 +244,21 @@ def test_an_unreachable_node_fails_the_nodes_check_and_the_run_and_the_others_ar
     assert checks["nodes", "gpu02"].status == "fail" and "no GPU facts from the node" in checks["nodes", "gpu02"].detail
     assert checks["nodes", "gpu01"].status == "pass" and checks["gpus", "gpu01"].status == "pass"
     assert checks["playbook", ""].status == "fail" and "gpu02 unreachable" in checks["playbook", ""].detail
+
+
+def test_a_node_whose_munge_is_stopped_fails_the_nodes_check_naming_munge_and_gets_no_job(fake_cluster):
+    report, checks, scancel = fake_cluster(munge_stopped=("gpu02",))
+    assert not report.ok and ("playbook", "") not in checks  # failed checks, not a failed run
+    # sinfo still shows gpu02 mixed: slurmctld notices only after SlurmdTimeout
+    assert checks["nodes", "gpu02"].status == "fail" and checks["nodes", "gpu02"].detail == (
+        "munge is not running on gpu02 (systemctl is-active: inactive): slurmd cannot authenticate to slurmctld; "
+        "Slurm shows the node mixed")
+    assert checks["nodes", "gpu01"].status == "pass" and checks["gpus", "gpu01"].status == "pass"
+    assert "not usable" in checks["gpus", "gpu02"].detail and "not usable" in checks["dcgm", "gpu02"].detail
+    assert "not usable: gpu02" in checks["hostname", "gpu01,gpu02"].detail
+    submitted = scancel.with_name("submitted").read_text()
+    assert "gpu01" in submitted and "gpu02" not in submitted, submitted  # a job there would hang
+    assert "--name=deepops-validate" in scancel.read_text()  # and the cleanup ran all the same
 
 
 def test_a_step_that_cannot_run_is_recorded_and_the_jobs_are_still_cancelled(fake_cluster):

@@ -169,3 +169,139 @@ def test_bad_cluster_name_is_input_error(monkeypatch, bad):
     monkeypatch.setenv("DEEPOPS_VIRTUAL_NAME", bad)
     with pytest.raises(InputError, match="DEEPOPS_VIRTUAL_NAME"):
         cluster.cluster_name()
+
+
+# --------------------------------------------------------------------------
+# a restarted container's new SSH port: the hint (docker faked at its one entry point, docker.run)
+
+STALE_HINT = "gpu01: its SSH port changed (inventory 32769, container now 32774): run `deepops virtual up` to refresh the inventory"
+
+
+class FakeDocker:
+    """``docker ps`` and ``docker inspect`` of a virtual cluster whose nodes publish sshd on PORTS ({host: port or None})."""
+
+    def __init__(self, ports):
+        self.ports = ports
+        self.calls = []
+
+    def __call__(self, args, *, input=None, timeout=120, check=True):
+        self.calls.append((list(args), timeout))
+        if args[0] == "ps":
+            out = "\n".join(cluster._container(host) for host in self.ports)
+        elif args[0] == "inspect":
+            out = json.dumps([
+                {"Name": "/" + cluster._container(host), "State": {"Status": "running" if port else "exited"},
+                 "Config": {"Labels": {cluster.HOST_LABEL: host, cluster.ROLE_LABEL: "compute"}},
+                 "NetworkSettings": {"Ports": {"22/tcp": [{"HostIp": "127.0.0.1", "HostPort": str(port)}]} if port else {}}}
+                for host, port in self.ports.items()
+            ])
+        else:
+            raise AssertionError(f"unexpected docker {args}")
+        return subprocess.CompletedProcess(["docker", *args], 0, out, "")
+
+
+@pytest.fixture
+def virtual_inventory(tmp_path, monkeypatch):
+    """The virtual cluster's own inventory (ENDPOINTS' ports), in a state directory of this test's own."""
+    monkeypatch.setenv("DEEPOPS_STATE_DIR", str(tmp_path / "state"))
+    monkeypatch.delenv("DEEPOPS_VIRTUAL_NAME", raising=False)
+    monkeypatch.delenv("DEEPOPS_INVENTORY", raising=False)
+    monkeypatch.chdir(tmp_path)  # no config/inventory.yml: the CLI falls back to the virtual cluster's
+    path = tmp_path / "state" / "virtual" / "inventory.yml"
+    path.parent.mkdir(parents=True)
+    path.write_text(inventory.render_inventory(ENDPOINTS, key_path=tmp_path / "k", known_hosts_path=tmp_path / "kh",
+                                               apt_proxy=""))
+    return path
+
+
+def fake_docker(monkeypatch, ports):
+    from deepops_py.virtual import docker
+
+    fake = FakeDocker(ports)
+    monkeypatch.setattr(docker, "run", fake)
+    return fake
+
+
+def test_a_changed_ssh_port_is_named_for_the_virtual_clusters_own_inventory(virtual_inventory, monkeypatch):
+    # gpu01 restarted and got a new port, gpu02 kept its own, ctl01 is stopped (publishes nothing)
+    docker = fake_docker(monkeypatch, {"ctl01": None, "gpu01": 32774, "gpu02": 32770})
+    asked = {"ctl01": 32768, "gpu01": 32769, "gpu02": 32770}
+    assert cluster.stale_port_hints(virtual_inventory, asked) == [STALE_HINT]
+    assert [args[0] for args, _ in docker.calls] == ["ps", "inspect"]
+    assert {timeout for _, timeout in docker.calls} == {cluster.PORT_LOOKUP_TIMEOUT_S}  # a hint never holds a command up
+    assert cluster.stale_port_hints(virtual_inventory, {"gpu02": 32770}) == []
+
+
+def test_no_hint_for_other_inventories_and_none_without_asking(virtual_inventory, monkeypatch, tmp_path):
+    docker = fake_docker(monkeypatch, {"gpu01": 32774})
+    other = tmp_path / "site.yml"
+    other.write_text(virtual_inventory.read_text())
+    assert cluster.stale_port_hints(other, {"gpu01": 32769}) == []
+    assert cluster.stale_port_hints(virtual_inventory, {}) == []
+    assert docker.calls == []  # Docker is asked only for the virtual cluster's inventory, and only about some host
+
+
+@pytest.mark.parametrize("broken", ["no docker CLI", "no engine", "garbage"])
+def test_no_hint_and_no_failure_when_docker_cannot_say(virtual_inventory, monkeypatch, broken):
+    from deepops_py.errors import DeepopsError
+    from deepops_py.virtual import docker
+
+    if broken == "no docker CLI":
+        monkeypatch.setattr(docker.shutil, "which", lambda name: None)
+    elif broken == "no engine":
+        def refuse(args, **kwargs):
+            raise DeepopsError("'docker ps -a' failed: Cannot connect to the Docker daemon at unix:///var/run/docker.sock")
+        monkeypatch.setattr(docker, "run", refuse)
+    else:
+        monkeypatch.setattr(docker, "run", lambda args, **kwargs: subprocess.CompletedProcess(args, 0, "x\n" if args[0] == "ps" else "{", ""))
+    assert cluster.stale_port_hints(virtual_inventory, {"gpu01": 32769}) == []
+
+
+def test_deepops_check_hints_at_virtual_up_below_an_unreachable_host(virtual_inventory, monkeypatch):
+    from click.testing import CliRunner
+
+    from deepops_py import preflight
+    from deepops_py.cli import main
+
+    def fake_preflight(cluster_, **options):
+        results = []
+        for name, host in cluster_.hosts.items():
+            check = preflight.HostCheck(host=name, address=host.address, port=host.port)
+            if name == "gpu01":
+                check.record(preflight.CHECK_SSH, False, f"unreachable: root@127.0.0.1:{host.port}: Connection refused")
+            else:
+                for each in preflight.CHECKS:
+                    check.record(each, True, "ok")
+            results.append(check)
+        return results
+
+    monkeypatch.setattr(preflight, "run_preflight", fake_preflight)
+    fake_docker(monkeypatch, {"ctl01": 32768, "gpu01": 32774, "gpu02": 32770})
+    for args in ([], ["--json"]):
+        result = CliRunner().invoke(main, ["check", *args])
+        assert result.exit_code == 1, result.output
+        assert "(virtual cluster)" in result.stderr
+        assert result.stderr.strip().splitlines()[-1] == STALE_HINT
+    assert json.loads(result.stdout)["hosts"][1]["host"] == "gpu01"  # --json: stdout stays JSON
+
+
+def test_a_runs_summary_hints_at_virtual_up_for_an_unreachable_host(virtual_inventory, monkeypatch):
+    from click.testing import CliRunner
+
+    from deepops_py import runner
+    from deepops_py.cli import main
+    from deepops_py.run_results import HostResult, RunResult
+
+    def fake_run(request, json_output=False, **kwargs):
+        hosts = {"ctl01": HostResult("ctl01", ok=5),
+                 "gpu01": HostResult("gpu01", unreachable=1, failed_task="Validate | Gather GPU facts",
+                                     message="Failed to connect to the host via ssh: Connection refused")}
+        return RunResult(run_id="r1", command=request.command, playbook=request.playbook, inventory=str(request.inventory),
+                         start="s", artifacts="/tmp/a", status="failed", hosts=hosts, data={})
+
+    monkeypatch.setattr(runner, "run_playbook", fake_run)
+    fake_docker(monkeypatch, {"ctl01": 32768, "gpu01": 32774, "gpu02": 32770})
+    for command in (["validate"], ["deploy", "--json"]):
+        result = CliRunner().invoke(main, command)
+        assert result.exit_code == 1, result.output
+        assert result.stderr.strip().splitlines()[-1] == STALE_HINT
