@@ -40,6 +40,11 @@ SHORT = [
     "-e", f"grafana_apt_repository_key_url=file://{REMOTE_REPO}/gpg.key",
 ]
 
+# The monitoring account (roles/monitoring_auth) as root on the controller reads it.
+AUTH_DIR = "/etc/deepops/monitoring"
+AUTH = f'--cacert {AUTH_DIR}/ca.crt -u "deepops:$(cat {AUTH_DIR}/password)"'
+PROMETHEUS, ALERTMANAGER = "https://localhost:9090", "https://localhost:9093"
+
 GRAFANA_VERSION = "12.3.0"
 
 GRAFANA = r'''#!/usr/bin/python3
@@ -204,8 +209,8 @@ def dashboard_queries_without_data(cluster, mig: bool) -> list[str]:
 
 
 def promql(cluster, query: str) -> list[dict]:
-    url = "http://127.0.0.1:9090/api/v1/query?query=" + urllib.parse.quote(query)
-    out = cluster.ssh("ctl01", f"curl -sf --max-time 10 '{url}'").stdout
+    url = f"{PROMETHEUS}/api/v1/query?query=" + urllib.parse.quote(query)
+    out = cluster.ssh("ctl01", f"curl -sf --max-time 10 {AUTH} '{url}'").stdout
     data = json.loads(out)
     assert data["status"] == "success", data
     return data["data"]["result"]
@@ -224,7 +229,7 @@ def wait_for(predicate, timeout: float, step: float = 2.0):
 
 def test_every_target_is_up(monitored):
     def all_up():
-        out = monitored.ssh("ctl01", "curl -sf http://127.0.0.1:9090/api/v1/targets").stdout
+        out = monitored.ssh("ctl01", f"curl -sf {AUTH} {PROMETHEUS}/api/v1/targets").stdout
         targets = json.loads(out)["data"]["activeTargets"]
         return targets if targets and all(t["health"] == "up" for t in targets) else None
 
@@ -337,8 +342,45 @@ def test_node_down_fires_at_the_receiver_and_resolves(monitored):
 
 def test_prometheus_rules_and_config_are_clean_on_the_controller(monitored):
     out = monitored.ssh("ctl01", "promtool check config /etc/prometheus/prometheus.yml && "
+                                 f"promtool check web-config {AUTH_DIR}/web.yml && "
                                  "amtool check-config /etc/prometheus/alertmanager.yml")
     assert "SUCCESS" in out.stdout
+
+
+def _status(cluster, host: str, curl: str, user: str | None = None) -> str:
+    """HTTP status of curl ARGS on HOST (as USER, else root); 000 when nothing answered."""
+    command = f"curl -s -o /dev/null -w '%{{http_code}}' --max-time 10 {curl}"
+    if user:
+        command = f"runuser -u {user} -- {command}"
+    return cluster.ssh(host, command, check=False).stdout.strip()
+
+
+def test_monitoring_endpoints_refuse_users_without_the_account(monitored):
+    cluster = monitored
+    cluster.ssh("gpu01", "id deepops-visitor >/dev/null 2>&1 || useradd --create-home deepops-visitor")
+    silence = ("-X POST -H 'Content-Type: application/json' -d "
+               "'{\"matchers\": [{\"name\": \"alertname\", \"value\": \"NodeDown\", \"isRegex\": false}], "
+               "\"startsAt\": \"2026-01-01T00:00:00Z\", \"endsAt\": \"2036-01-01T00:00:00Z\", "
+               "\"createdBy\": \"visitor\", \"comment\": \"x\"}'")
+    # an ordinary user on a compute node: Prometheus and Alertmanager ask for the account (HTTPS
+    # even without checking the certificate), plain HTTP gets no answer, and no silence is made
+    for url in ("https://ctl01:9090/api/v1/query?query=up", f"{silence} https://ctl01:9093/api/v2/silences"):
+        assert _status(cluster, "gpu01", f"-k {url}", user="deepops-visitor") == "401", url
+        assert _status(cluster, "gpu01", "-k -u deepops:guess " + url, user="deepops-visitor") == "401", url
+    assert _status(cluster, "gpu01", "http://ctl01:9090/api/v1/query?query=up", user="deepops-visitor") != "200"
+    # the exporters answer only with the account
+    for url in ("http://gpu01:9100/metrics", "http://gpu01:9400/metrics", "http://ctl01:9341/metrics"):
+        assert _status(cluster, "gpu01", url, user="deepops-visitor") == "401", url
+    # on the monitoring host with the account (and the CA it trusts): they answer
+    assert _status(cluster, "ctl01", f"{AUTH} {PROMETHEUS}/api/v1/query?query=up") == "200"
+    assert _status(cluster, "ctl01", f"{AUTH} {ALERTMANAGER}/api/v2/status") == "200"
+    assert _status(cluster, "ctl01", f'-u "deepops:$(cat {AUTH_DIR}/password)" http://gpu01:9100/metrics') == "200"
+    silences = cluster.ssh("ctl01", f"curl -sf {AUTH} {ALERTMANAGER}/api/v2/silences").stdout
+    assert "visitor" not in silences
+    # the key and the password stay with root and Prometheus's group
+    modes = cluster.ssh("ctl01", f"stat -c '%n %a %G' {AUTH_DIR}/server.key {AUTH_DIR}/password").stdout.split("\n")
+    assert [line.split()[1:] for line in modes if line] == [["640", "prometheus"], ["640", "prometheus"]]
+    assert cluster.ssh("gpu01", f"ls {AUTH_DIR}").stdout.split() == ["exporter-web.yml"]
 
 
 def test_no_secret_in_run_artifacts(monitored):
@@ -346,8 +388,9 @@ def test_no_secret_in_run_artifacts(monitored):
     # secrets/ holds the munge key too (binary): only the generated passwords are searched for.
     secrets = [path.read_bytes().decode(errors="replace").strip() for path in secrets_dir.glob("*") if path.is_file()]
     secrets = [secret for secret in secrets if len(secret) >= 12 and re.fullmatch(r"[A-Za-z0-9]+", secret)]
-    assert {"slurmdbd_db_password", "grafana_admin_password"} <= {path.name for path in secrets_dir.glob("*")}
-    assert len(secrets) >= 2, "expected the generated passwords (slurmdbd, Grafana) in secrets/"
+    assert {"slurmdbd_db_password", "grafana_admin_password", "monitoring_password"} <= {
+        path.name for path in secrets_dir.glob("*")}
+    assert len(secrets) >= 3, "expected the generated passwords (slurmdbd, Grafana, monitoring) in secrets/"
     runs = monitored.state_dir / "runs"
     leaks = []
     for path in runs.rglob("*"):
@@ -370,7 +413,8 @@ def test_grafana_installed_from_the_stand_in_repository(monitored):
 def test_grafana_provisioning_files_and_dashboards(monitored):
     cluster = monitored
     datasource = cluster.ssh("ctl01", "cat /etc/grafana/provisioning/datasources/deepops.yml").stdout
-    assert "uid: deepops-prometheus" in datasource and "url: http://ctl01:9090" in datasource
+    assert "uid: deepops-prometheus" in datasource and "url: https://ctl01:9090" in datasource
+    assert "basicAuth: true" in datasource and "tlsAuthWithCACert: true" in datasource
     provider = cluster.ssh("ctl01", "cat /etc/grafana/provisioning/dashboards/deepops.yml").stdout
     assert "path: /var/lib/grafana/dashboards/deepops" in provider
     remote = cluster.ssh("ctl01", "cd /var/lib/grafana/dashboards/deepops && sha256sum *.json").stdout

@@ -34,10 +34,22 @@ def role_vars() -> dict:
             **yaml.safe_load((ROLE / "vars" / "main.yml").read_text())}
 
 
-def render(template: str) -> dict:
+def render(template: str, **context) -> dict:
+    """TEMPLATE with the role's variables; without the monitoring account unless CONTEXT says so."""
     env = jinja2.Environment(loader=jinja2.FileSystemLoader(str(ROLE / "templates")), undefined=jinja2.StrictUndefined)
-    context = {**role_vars(), "ansible_managed": "Ansible managed", "_grafana_prometheus": "http://ctl01:9090\n"}
+    env.filters["to_json"] = json.dumps
+    context = {**role_vars(), "ansible_managed": "Ansible managed", "_grafana_prometheus": "http://ctl01:9090\n",
+               "_grafana_auth": False, **context}
     return yaml.safe_load(env.get_template(template).render(context))
+
+
+def test_with_the_monitoring_account_the_datasource_uses_https_basic_auth_and_the_ca():
+    account = {"password": "pw'\"x", "ca_cert": "-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n"}
+    [source] = render("datasource.yml.j2", _grafana_auth=True, _grafana_prometheus="https://ctl01:9090\n",
+                      monitoring_auth_user="deepops", __monitoring_auth=account)["datasources"]
+    assert source["url"] == "https://ctl01:9090" and source["basicAuth"] is True and source["basicAuthUser"] == "deepops"
+    assert source["jsonData"] == {"tlsAuthWithCACert": True}
+    assert source["secureJsonData"] == {"basicAuthPassword": account["password"], "tlsCACert": account["ca_cert"]}
 
 
 def datasource_uids() -> set[str]:

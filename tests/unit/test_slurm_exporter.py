@@ -307,3 +307,76 @@ def test_main_serves_metrics(tmp_path):
     finally:
         proc.terminate()
         assert proc.wait(10) == 0
+
+
+# --------------------------------------------------------------------------
+# the monitoring account: --web-config-file
+
+
+def _web_config(path: Path, password: str) -> Path:
+    import json
+
+    from ansible_collections.deepops.cluster.plugins.plugin_utils.monitoring_credentials import bcrypt_hash
+
+    path.write_text(json.dumps({"basic_auth_users": {"deepops": bcrypt_hash(password)}}))
+    return path
+
+
+def _get(url: str, user: str | None = None, password: str = "") -> int:
+    import base64
+    import urllib.error
+
+    request = urllib.request.Request(url)
+    if user is not None:
+        request.add_header("Authorization", "Basic " + base64.b64encode(f"{user}:{password}".encode()).decode())
+    try:
+        return urllib.request.urlopen(request, timeout=5).status
+    except urllib.error.HTTPError as error:
+        return error.code
+    except OSError:
+        return 0  # nothing answers (yet)
+
+
+def test_basic_auth_refuses_all_but_the_account_and_rereads_its_file(tmp_path):
+    import bcrypt
+
+    config = _web_config(tmp_path / "web.yml", "right")
+    calls = []
+
+    def app(environ, start_response):
+        calls.append(environ["PATH_INFO"])
+        start_response("200 OK", [("Content-Type", "text/plain")])
+        return [b"ok\n"]
+
+    server_port = _free_port()
+    exporter.serve(exporter.basic_auth(app, str(config), bcrypt.checkpw), "127.0.0.1", server_port)
+    url = f"http://127.0.0.1:{server_port}/metrics"
+    assert _wait_for(lambda: _get(url) == 401, timeout=5)
+    assert [_get(url, "deepops", "wrong"), _get(url, "root", "right"), _get(url, "deepops", "right")] == [401, 401, 200]
+    assert calls == ["/metrics"]  # only the right account reached the exporter
+    _web_config(config, "changed")  # a new password takes effect without a restart
+    assert [_get(url, "deepops", "right"), _get(url, "deepops", "changed")] == [401, 200]
+
+
+def test_main_with_a_web_config_serves_metrics_to_the_account_only(tmp_path):
+    import subprocess
+
+    port = _free_port()
+    config = _web_config(tmp_path / "web.yml", "s3cret")
+    proc = subprocess.Popen([sys.executable, str(SCRIPT), f"--listen-address=127.0.0.1:{port}", "--interval=1",
+                             "--timeout=2", f"--slurm-bin-dir={_fake_tools(tmp_path)}", f"--web-config-file={config}"],
+                            stderr=subprocess.PIPE, text=True)
+    try:
+        assert _wait_for(lambda: _get(f"http://127.0.0.1:{port}/metrics") == 401, timeout=15)
+        assert _get(f"http://127.0.0.1:{port}/metrics", "deepops", "s3cret") == 200
+    finally:
+        proc.terminate()
+        assert proc.wait(10) == 0
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]

@@ -24,11 +24,18 @@ Metrics (all gauges):
   slurm_slurmdbd_up                        sacctmgr reaches slurmdbd
   slurm_exporter_command_success{command}  1 when the command's last run succeeded
   slurm_exporter_command_age_seconds{command}  age of the cached result
+
+With --web-config-file (the monitoring account's web configuration, roles/
+monitoring_auth: JSON with basic_auth_users {user: bcrypt hash}), every
+request must carry one of those users' passwords (HTTP basic auth); bcrypt
+comes from Debian's python3-bcrypt.
 """
 
 from __future__ import annotations
 
 import argparse
+import base64
+import json
 import os
 import re
 import signal
@@ -406,21 +413,78 @@ class PrometheusCollector:
             yield family
 
 
+def read_web_users(path: str) -> dict[str, str]:
+    """basic_auth_users of a web configuration file: {user: bcrypt hash}."""
+    with open(path, encoding="utf-8") as handle:
+        users = json.load(handle).get("basic_auth_users") or {}
+    if not isinstance(users, dict) or not all(isinstance(v, str) for v in users.values()):
+        raise ValueError(f"{path}: basic_auth_users must map user names to bcrypt hashes")
+    return users
+
+
+def basic_auth(app: Callable, web_config: str, check: Callable[[bytes, bytes], bool]) -> Callable:
+    """The WSGI APP behind HTTP basic auth against the users of WEB_CONFIG, read at each request (a
+    changed password needs no restart); CHECK(password, hash) is bcrypt's checkpw. A header that
+    passed against a hash is remembered with it: bcrypt costs a tenth of a second a check."""
+    passed: dict[str, str] = {}
+
+    def guarded(environ, start_response):
+        header = environ.get("HTTP_AUTHORIZATION", "")
+        user, password = "", ""
+        if header.startswith("Basic "):
+            try:
+                user, _sep, password = base64.b64decode(header[6:], validate=True).decode().partition(":")
+            except (ValueError, UnicodeDecodeError):
+                user = ""
+        hashed = read_web_users(web_config).get(user, "")
+        if not hashed or (passed.get(header) != hashed and not check(password.encode(), hashed.encode())):
+            start_response("401 Unauthorized", [("WWW-Authenticate", 'Basic realm="deepops"'),
+                                                ("Content-Type", "text/plain; charset=utf-8")])
+            return [b"Unauthorized\n"]
+        passed[header] = hashed
+        return app(environ, start_response)
+
+    return guarded
+
+
+def serve(app: Callable, host: str, port: int) -> None:
+    """APP on HOST:PORT in a daemon thread, a thread per request, without request logs."""
+    from socketserver import ThreadingMixIn
+    from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
+
+    class Server(ThreadingMixIn, WSGIServer):
+        daemon_threads = True
+
+    class Quiet(WSGIRequestHandler):
+        def log_message(self, *_args) -> None:
+            pass
+
+    httpd = make_server(host or "0.0.0.0", port, app, Server, handler_class=Quiet)
+    threading.Thread(target=httpd.serve_forever, daemon=True).start()
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n", maxsplit=1)[0])
     parser.add_argument("--listen-address", default="0.0.0.0:9341", help="HOST:PORT to serve /metrics on")
     parser.add_argument("--interval", type=float, default=15.0, help="seconds between refreshes of each command")
     parser.add_argument("--timeout", type=float, default=10.0, help="seconds any one Slurm command may take")
     parser.add_argument("--slurm-bin-dir", default="", help="directory of scontrol/sdiag/sacctmgr (default: PATH)")
+    parser.add_argument("--web-config-file", default="", help="web configuration with basic_auth_users (JSON)")
     args = parser.parse_args(argv)
 
-    from prometheus_client import REGISTRY, start_http_server
+    from prometheus_client import REGISTRY, make_wsgi_app
 
     host, _sep, port = args.listen_address.rpartition(":")
+    app = make_wsgi_app(REGISTRY)
+    if args.web_config_file:
+        import bcrypt
+
+        read_web_users(args.web_config_file)  # fail at start on a broken file
+        app = basic_auth(app, args.web_config_file, bcrypt.checkpw)
     exporter = Exporter(default_sources(args.slurm_bin_dir), interval=args.interval, timeout=args.timeout)
     REGISTRY.register(PrometheusCollector(exporter))
     exporter.start()
-    start_http_server(int(port), addr=host or "0.0.0.0")
+    serve(app, host, int(port))
     print(f"deepops-slurm-exporter listening on {args.listen_address}", file=sys.stderr, flush=True)
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
