@@ -1,4 +1,10 @@
-"""Jinja filter ``deepops.cluster.resolved_groups``: the groups that default to others.
+"""Jinja filters about the cluster's members: the groups that default to others, and each
+member's cluster address.
+
+``hostvars[host] | deepops.cluster.cluster_address`` is the address the other
+members reach HOST at (what /etc/hosts maps its name to, and where the
+monitoring servers listen): its ``common_hosts_address``, else the default
+IPv4 address in its facts, else "" (not reached in this run).
 
 ``groups | deepops.cluster.resolved_groups`` gives ``{'deepops_slurm_dbd':
 [...], 'deepops_monitoring': [...]}``, each the inventory group's hosts or,
@@ -23,9 +29,21 @@ def resolved_groups(groups: Any) -> dict[str, list[str]]:
     return cluster_groups.resolved_groups({str(name): [str(host) for host in hosts] for name, hosts in groups.items()})
 
 
+def cluster_address(host_vars: Any) -> str:
+    """A member's address for the others, from its host variables; "" when unknown."""
+    if not isinstance(host_vars, Mapping):
+        return ""
+    pinned = host_vars.get("common_hosts_address") or ""
+    if pinned:
+        return str(pinned)
+    facts = host_vars.get("ansible_facts") or {}
+    default = facts.get("default_ipv4") if isinstance(facts, Mapping) else None
+    return str(default.get("address") or "") if isinstance(default, Mapping) else ""
+
+
 class FilterModule:
-    """Groups that default to others."""
+    """Groups that default to others; members' cluster addresses."""
 
     def filters(self) -> dict[str, Any]:
         """Map filter names to functions."""
-        return {"resolved_groups": resolved_groups}
+        return {"resolved_groups": resolved_groups, "cluster_address": cluster_address}

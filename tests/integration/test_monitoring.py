@@ -43,7 +43,8 @@ SHORT = [
 # The monitoring account (roles/monitoring_auth) as root on the controller reads it.
 AUTH_DIR = "/etc/deepops/monitoring"
 AUTH = f'--cacert {AUTH_DIR}/ca.crt -u "deepops:$(cat {AUTH_DIR}/password)"'
-PROMETHEUS, ALERTMANAGER = "https://localhost:9090", "https://localhost:9093"
+# Where they listen: the controller's cluster address, which its name maps to (not localhost).
+PROMETHEUS, ALERTMANAGER = "https://ctl01:9090", "https://ctl01:9093"
 
 GRAFANA_VERSION = "12.3.0"
 

@@ -218,3 +218,13 @@ def test_add_node_refuses_hosts_that_are_not_compute_nodes_before_touching_any(r
     for word in words:
         assert word in (result.hosts["localhost"].message or ""), result.hosts["localhost"].message
     assert all(hosts == [] for hosts in ran.values()), ran
+
+
+def test_cluster_address_is_the_pinned_one_else_the_default_ipv4_else_unknown():
+    from ansible_collections.deepops.cluster.plugins.filter.cluster_groups import cluster_address
+
+    facts = {"ansible_facts": {"default_ipv4": {"address": "10.0.0.5"}}}
+    assert cluster_address({"common_hosts_address": "192.168.1.7", **facts}) == "192.168.1.7"
+    assert cluster_address({"common_hosts_address": "", **facts}) == "10.0.0.5"
+    assert cluster_address({"ansible_facts": {}}) == cluster_address({}) == cluster_address(None) == ""
+    assert cluster_address({"ansible_facts": {"default_ipv4": {}}}) == ""
