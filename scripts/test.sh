@@ -21,4 +21,5 @@ fi
 
 scripts/start-docker.sh
 echo "== integration tests (virtual cluster)"
-DEEPOPS_REQUIRE_INTEGRATION=1 pytest tests/integration -v -x
+# --durations: the slowest tests, for the CI time breakdown.
+DEEPOPS_REQUIRE_INTEGRATION=1 pytest tests/integration -v -x --durations=25
