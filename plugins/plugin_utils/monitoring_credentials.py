@@ -38,6 +38,7 @@ from pathlib import Path
 try:
     import bcrypt
     from cryptography import x509
+    from cryptography.exceptions import InvalidSignature
     from cryptography.hazmat.primitives import hashes, serialization
     from cryptography.hazmat.primitives.asymmetric import ec
     from cryptography.x509.oid import NameOID
@@ -100,6 +101,10 @@ def _certificate(subject: str, key, issuer_name: x509.Name, issuer_key, days: in
         .not_valid_before(now - datetime.timedelta(minutes=5))
         .not_valid_after(now + datetime.timedelta(days=days))
         .add_extension(x509.BasicConstraints(ca=ca, path_length=0 if ca else None), critical=True)
+        # Key identifiers: strict verifiers (Python 3.13's default context, OpenSSL's X509_STRICT)
+        # refuse a chain without them ("Missing Authority Key Identifier").
+        .add_extension(x509.SubjectKeyIdentifier.from_public_key(key.public_key()), critical=False)
+        .add_extension(x509.AuthorityKeyIdentifier.from_issuer_public_key(issuer_key.public_key()), critical=False)
     )
     if ca:
         builder = builder.add_extension(
@@ -120,11 +125,31 @@ def _general_name(name: str) -> x509.GeneralName:
         return x509.DNSName(name)
 
 
+def _has_key_identifiers(cert: x509.Certificate) -> bool:
+    try:
+        cert.extensions.get_extension_for_class(x509.SubjectKeyIdentifier)
+        cert.extensions.get_extension_for_class(x509.AuthorityKeyIdentifier)
+    except x509.ExtensionNotFound:
+        return False
+    return True
+
+
+def _issued_by(cert: x509.Certificate, ca: x509.Certificate) -> bool:
+    """CA signed CERT (a CA made again keeps its name, not its key)."""
+    try:
+        cert.verify_directly_issued_by(ca)
+    except (ValueError, TypeError, InvalidSignature):
+        return False
+    return True
+
+
 def _covers(cert: x509.Certificate, names: Sequence[str]) -> bool:
-    """CERT names every one of NAMES and is good for RENEW_DAYS more."""
+    """CERT names every one of NAMES, carries the key identifiers and is good for RENEW_DAYS more."""
     try:
         listed = cert.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
     except x509.ExtensionNotFound:
+        return False
+    if not _has_key_identifiers(cert):
         return False
     have = {str(value) for value in listed.get_values_for_type(x509.DNSName)}
     have |= {str(value) for value in listed.get_values_for_type(x509.IPAddress)}
@@ -148,7 +173,9 @@ def ensure(directory: str | Path, names: Sequence[str], password: str = "") -> C
             created.append(PASSWORD_FILE)
         password = path.read_text().strip()
     ca_cert_path, ca_key_path = directory / CA_CERT, directory / CA_KEY
-    if not (ca_cert_path.exists() and ca_key_path.exists()):
+    usable_ca = ca_cert_path.exists() and ca_key_path.exists() and _has_key_identifiers(
+        x509.load_pem_x509_certificate(ca_cert_path.read_bytes()))
+    if not usable_ca:
         ca_key = ec.generate_private_key(ec.SECP256R1())
         name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "deepops monitoring CA")])
         ca = _certificate("deepops monitoring CA", ca_key, name, ca_key, CA_DAYS, ca=True)
@@ -159,7 +186,7 @@ def ensure(directory: str | Path, names: Sequence[str], password: str = "") -> C
     ca_key = serialization.load_pem_private_key(ca_key_path.read_bytes(), password=None)
     cert_path, key_path = directory / SERVER_CERT, directory / SERVER_KEY
     current = x509.load_pem_x509_certificate(cert_path.read_bytes()) if cert_path.exists() else None
-    if current is None or not key_path.exists() or current.issuer != ca.subject or not _covers(current, names):
+    if current is None or not key_path.exists() or not _issued_by(current, ca) or not _covers(current, names):
         key = ec.generate_private_key(ec.SECP256R1())
         cert = _certificate(names[0] if names else "deepops monitoring", key, ca.subject, ca_key, SERVER_DAYS,
                             ca=False, names=names)

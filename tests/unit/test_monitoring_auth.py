@@ -158,3 +158,56 @@ def test_the_dcgm_stand_in_asks_for_the_account_checked_by_libcrypt(tmp_path):
 def test_every_monitoring_endpoint_reads_the_account(role):
     files = "\n".join(path.read_text() for path in (REPO / "roles" / role).rglob("*") if path.is_file())
     assert "monitoring_auth_enabled" in files and "_monitoring_auth_" in files, role
+
+
+def test_a_strict_tls_client_accepts_the_server_certificate(tmp_path):
+    """Python 3.13's default context (Debian 13) verifies strictly: the chain needs key identifiers."""
+    import socket
+    import ssl
+    import threading
+
+    made = credentials.ensure(tmp_path, NAMES)
+    (tmp_path / "server.crt").write_text(made.server_cert)
+    (tmp_path / "server.key").write_text(made.server_key)
+    (tmp_path / "ca.crt").write_text(made.ca_cert)
+    server_context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    server_context.load_cert_chain(tmp_path / "server.crt", tmp_path / "server.key")
+    client_context = ssl.create_default_context(cafile=str(tmp_path / "ca.crt"))
+    client_context.verify_flags |= ssl.VERIFY_X509_STRICT
+    with socket.create_server(("127.0.0.1", 0)) as listener:
+        port = listener.getsockname()[1]
+
+        def serve_one():
+            connection, _address = listener.accept()
+            with server_context.wrap_socket(connection, server_side=True) as tls:
+                tls.recv(1)
+
+        thread = threading.Thread(target=serve_one, daemon=True)
+        thread.start()
+        with socket.create_connection(("127.0.0.1", port), timeout=5) as raw:
+            with client_context.wrap_socket(raw, server_hostname="localhost") as tls:
+                assert tls.version()
+                tls.send(b"x")
+        thread.join(5)
+
+
+def test_credentials_without_key_identifiers_are_made_again(tmp_path):
+    from cryptography.hazmat.primitives import serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+
+    first = credentials.ensure(tmp_path, NAMES)
+    # an older CA of this role: no key identifiers
+    key = ec.generate_private_key(ec.SECP256R1())
+    name = x509.Name([x509.NameAttribute(x509.oid.NameOID.COMMON_NAME, "deepops monitoring CA")])
+    import datetime
+
+    now = datetime.datetime.now(datetime.timezone.utc)
+    old = (x509.CertificateBuilder().subject_name(name).issuer_name(name).public_key(key.public_key())
+           .serial_number(1).not_valid_before(now).not_valid_after(now + datetime.timedelta(days=30))
+           .add_extension(x509.BasicConstraints(ca=True, path_length=0), critical=True)
+           .sign(key, credentials.hashes.SHA256()))
+    (tmp_path / "monitoring-ca.crt").write_bytes(old.public_bytes(serialization.Encoding.PEM))
+    again = credentials.ensure(tmp_path, NAMES)
+    assert set(again.created) >= {"monitoring-ca.crt", "monitoring-server.crt"} and again.password == first.password
+    ca = x509.load_pem_x509_certificate(again.ca_cert.encode())
+    x509.load_pem_x509_certificate(again.server_cert.encode()).verify_directly_issued_by(ca)
