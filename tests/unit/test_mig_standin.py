@@ -568,3 +568,22 @@ def test_the_exporter_reports_each_mig_instance_with_its_profile_and_the_gpu_onc
 def test_the_exporter_reports_no_instances_once_mig_is_off(a100, tmp_path, monkeypatch):
     a100.out("-i", "0", "-mig", "0")
     assert not any("GPU_I_" in line for line in _exporter(a100, tmp_path, monkeypatch).splitlines())
+
+
+@pytest.mark.parametrize("tool", ["nvidia-smi", "dcgmi", "all_reduce_perf"])
+def test_loading_a_stand_in_leaves_sigpipe_ignored(tool):
+    """Tests load the stand-ins as modules: resetting SIGPIPE at import once let a later test's
+    write to a closed socket kill the whole pytest run (exit 141)."""
+    import signal
+
+    loader = importlib.machinery.SourceFileLoader(f"standin_{tool}", str(STAND_IN.parent / tool))
+    module = types.ModuleType(loader.name)
+    loader.exec_module(module)
+    assert signal.getsignal(signal.SIGPIPE) == signal.SIG_IGN
+
+
+def test_a_stand_in_run_as_a_command_still_ends_quietly_when_its_reader_goes(tmp_path):
+    env = install_node(tmp_path, GpuSpec("h100", 8))
+    done = subprocess.run(f"'{sys.executable}' '{STAND_IN}' -q | head -c1", shell=True, capture_output=True,
+                          text=True, env={**os.environ, **env}, timeout=60)
+    assert done.returncode == 0 and done.stderr == ""
