@@ -3,16 +3,18 @@
 
 Measures, through the real CLI, as a user would run it:
   - fresh deploy of the default cluster (controller + gpu01 h100:8 + gpu02 a100:4),
+    or of --compute N nodes,
   - a no-op re-run of the same deploy, with seconds, tasks and host results
-    per role (from the run's recorded job events),
-  - adding a node (virtual up --compute 3, then deepops node add gpu03),
+    per role and its slowest tasks (from the run's recorded job events),
+  - deepops plan on the converged cluster,
+  - adding a node (virtual up --compute N+1, then deepops node add of it),
 and, in-process, rendering slurm.conf and gres.conf for 10,000 nodes with the
 slurm role's templates and filters.
 
 The cluster gets its own name and state directory and is removed at the end
 (--keep leaves it). The apt cache is kept between runs in --cache-dir, so
 "fresh" means fresh hosts with a warm package cache unless --cold is given.
-Usage: .venv/bin/python bench/deploy.py [--keep] [--cold] [--skip-cluster]
+Usage: .venv/bin/python bench/deploy.py [--compute N] [--keep] [--cold] [--skip-cluster]
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ import argparse
 import json
 import os
 import platform
+import resource
 import shutil
 import subprocess
 import sys
@@ -28,16 +31,43 @@ import tempfile
 import time
 from datetime import datetime
 from pathlib import Path
+from typing import NamedTuple
 
 REPO = Path(__file__).resolve().parents[1]
 DEEPOPS = Path(sys.executable).parent / "deepops"
 
 
-def _deepops(env: dict, *args: str) -> tuple[float, dict | None, int]:
-    """Run deepops ARGS; return wall seconds, parsed --json output (if any) and exit code."""
+def _children_cpu_s() -> float:
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
+class Run(NamedTuple):
+    seconds: float
+    # CPU seconds on this machine's side of SSH: the CLI, ansible-playbook, its
+    # workers and ssh clients. Not the nodes' own work, which on the virtual
+    # cluster runs in containers on the same cores.
+    controller_cpu_s: float
+    data: dict | None  # the --json output, if any
+    rc: int
+
+    def summary(self) -> dict:
+        return {"seconds": round(self.seconds, 1), "controller_cpu_s": round(self.controller_cpu_s, 1),
+                "rc": self.rc, "changed": _changed(self.data)}
+
+
+def _children_cpu_s() -> float:
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
+def _deepops(env: dict, *args: str) -> Run:
+    """Run deepops ARGS as a user would."""
+    cpu_before = _children_cpu_s()
     started = time.perf_counter()
     proc = subprocess.run([str(DEEPOPS), *args], cwd=REPO, env=env, capture_output=True, text=True)
     elapsed = time.perf_counter() - started
+    cpu = _children_cpu_s() - cpu_before
     if proc.returncode != 0:
         sys.stderr.write(proc.stderr[-4000:])
     data = None
@@ -46,7 +76,7 @@ def _deepops(env: dict, *args: str) -> tuple[float, dict | None, int]:
             data = json.loads(proc.stdout)
         except json.JSONDecodeError:
             data = None
-    return elapsed, data, proc.returncode
+    return Run(elapsed, cpu, data, proc.returncode)
 
 
 def _changed(result: dict | None) -> dict[str, int] | None:
@@ -55,13 +85,13 @@ def _changed(result: dict | None) -> dict[str, int] | None:
     return {host: row["changed"] for host, row in result.get("hosts", {}).items()}
 
 
-def role_breakdown(state: Path, result: dict | None) -> dict | None:
-    """Seconds and module calls per role in one run, from its recorded job events.
+def _task_times(state: Path, result: dict | None) -> list[dict] | None:
+    """Every task of one run with its role, seconds and host results, from its recorded job events.
 
     A task's time runs from its start to the next task's (or play's) start;
     host_results counts the results that were not skips (controller-side
     set_fact and assert included). Tasks outside roles (plays' fact
-    gathering, pre_tasks) count under "-".
+    gathering, pre_tasks) have the role "-".
     """
     if not result or not result.get("run_id"):
         return None
@@ -75,21 +105,39 @@ def role_breakdown(state: Path, result: dict | None) -> dict | None:
             uuid = event["event_data"].get("task_uuid")
             results[uuid] = results.get(uuid, 0) + 1
     marks = [event for event in events if event["event"] in ("playbook_on_task_start", "playbook_on_play_start", "playbook_on_stats")]
-    roles: dict[str, dict] = {}
+    tasks = []
     for start, end in zip(marks, marks[1:]):
         if start["event"] != "playbook_on_task_start":
             continue
         data = start["event_data"]
         seconds = (datetime.fromisoformat(end["created"]) - datetime.fromisoformat(start["created"])).total_seconds()
-        row = roles.setdefault(data.get("role") or "-", {"seconds": 0.0, "tasks": 0, "host_results": 0})
-        row["seconds"] += seconds
+        tasks.append({"role": data.get("role") or "-", "task": data.get("task", ""), "seconds": seconds,
+                      "host_results": results.get(data.get("task_uuid"), 0)})
+    return tasks
+
+
+def role_breakdown(tasks: list[dict] | None) -> dict | None:
+    """Seconds, tasks and host results per role, slowest role first."""
+    if tasks is None:
+        return None
+    roles: dict[str, dict] = {}
+    for task in tasks:
+        row = roles.setdefault(task["role"], {"seconds": 0.0, "tasks": 0, "host_results": 0})
+        row["seconds"] += task["seconds"]
         row["tasks"] += 1
-        row["host_results"] += results.get(data.get("task_uuid"), 0)
+        row["host_results"] += task["host_results"]
     ordered = sorted(roles.items(), key=lambda item: -item[1]["seconds"])
     return {role: {**row, "seconds": round(row["seconds"], 1)} for role, row in ordered}
 
 
-def cluster_benchmarks(keep: bool, cold: bool, cache_dir: Path) -> dict:
+def slowest_tasks(tasks: list[dict] | None, count: int = 15) -> list[dict] | None:
+    if tasks is None:
+        return None
+    ordered = sorted(tasks, key=lambda task: -task["seconds"])[:count]
+    return [{**task, "seconds": round(task["seconds"], 2)} for task in ordered]
+
+
+def cluster_benchmarks(compute: int, keep: bool, cold: bool, cache_dir: Path) -> dict:
     state = Path(tempfile.mkdtemp(prefix="deepops-bench-"))
     if not cold:
         # Reuse the package cache across benchmark runs: it is what a user's
@@ -99,22 +147,24 @@ def cluster_benchmarks(keep: bool, cold: bool, cache_dir: Path) -> dict:
         (state / "cache").symlink_to(cache_dir)
     env = {**os.environ, "DEEPOPS_STATE_DIR": str(state), "DEEPOPS_VIRTUAL_NAME": "bench"}
     env.pop("DEEPOPS_INVENTORY", None)
-    results: dict = {"state_dir": str(state), "apt_cache": "cold" if cold else "warm"}
+    results: dict = {"state_dir": str(state), "apt_cache": "cold" if cold else "warm", "compute_nodes": compute}
     try:
         _deepops(env, "virtual", "down")
-        up_s, _, rc = _deepops(env, "virtual", "up")
-        results["virtual_up_s"] = round(up_s, 1)
-        if rc:
+        up = _deepops(env, "virtual", "up", "--compute", str(compute))
+        results["virtual_up_s"] = round(up.seconds, 1)
+        if up.rc:
             results["error"] = "virtual up failed"
             return results
         for key in ("fresh_deploy", "noop_rerun"):
-            seconds, data, rc = _deepops(env, "deploy", "--json")
-            results[key] = {"seconds": round(seconds, 1), "rc": rc, "changed": _changed(data)}
-        results["noop_rerun"]["by_role"] = role_breakdown(state, data)
-        grow_s, _, rc = _deepops(env, "virtual", "up", "--compute", "3")
-        results["virtual_grow_s"] = round(grow_s, 1)
-        seconds, data, rc = _deepops(env, "node", "add", "gpu03", "--json")
-        results["add_node"] = {"seconds": round(seconds, 1), "rc": rc, "changed": _changed(data)}
+            run = _deepops(env, "deploy", "--json")
+            results[key] = run.summary()
+        tasks = _task_times(state, run.data)
+        results["noop_rerun"]["by_role"] = role_breakdown(tasks)
+        results["noop_rerun"]["slowest_tasks"] = slowest_tasks(tasks)
+        results["plan_converged"] = _deepops(env, "plan", "--json").summary()
+        results["virtual_grow_s"] = round(_deepops(env, "virtual", "up", "--compute", str(compute + 1)).seconds, 1)
+        new_node = f"gpu{compute + 1:02d}"
+        results["add_node"] = {"node": new_node, **_deepops(env, "node", "add", new_node, "--json").summary()}
     finally:
         if not keep:
             _deepops(env, "virtual", "down")
@@ -143,6 +193,7 @@ def render_benchmark(nodes: int = 10_000) -> dict:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--compute", type=int, default=2, help="compute nodes of the benchmark cluster (default 2)")
     parser.add_argument("--keep", action="store_true", help="leave the benchmark cluster running")
     parser.add_argument("--cold", action="store_true", help="start with an empty apt cache")
     parser.add_argument("--skip-cluster", action="store_true", help="only the in-process render benchmark")
@@ -154,7 +205,7 @@ def main() -> None:
         "render_10000_nodes": render_benchmark(),
     }
     if not args.skip_cluster:
-        report["virtual_cluster"] = cluster_benchmarks(args.keep, args.cold, args.cache_dir)
+        report["virtual_cluster"] = cluster_benchmarks(args.compute, args.keep, args.cold, args.cache_dir)
     print(json.dumps(report, indent=2))
 
 
