@@ -9,9 +9,11 @@ own directory beside the log, so two releases of one scenario never share it
 (molecule's default is one directory per scenario name).
 
 The runs start two at a time, as soon as this module begins, and each test
-waits for its own: they spend most of their time in dpkg and docker exec
-rather than on the CPU, so two of them share CI's 2 cores well (the NVIDIA
+waits for its own. Two side by side once shared CI's 2 cores well (the NVIDIA
 scenario's two releases: 7 minutes side by side, 9.5 one after the other).
+Now (more roles, nccl-tests among them) one NVIDIA run takes about
+10 minutes alone and 17-20 beside another: the runs are now mostly CPU-bound,
+and two at a time gains little (measured 2026-12-01; see bench/RESULTS.md).
 """
 
 from __future__ import annotations
@@ -48,8 +50,8 @@ def _runs() -> dict[str, tuple[str, dict[str, str]]]:
 
 RUNS = _runs()
 # Started longest first, so that the two slots end close together: the whole
-# cluster (about 10 minutes here), the NVIDIA runs (7 each), and the one-role
-# scenario (2) last. In name order the short one went first and the second
+# cluster (about 11 minutes here), the NVIDIA runs (10 each alone), and the
+# one-role scenario (1.5) last. In name order the short one went first and the second
 # NVIDIA run waited for the cluster: 3 minutes more.
 QUICK_SCENARIOS = ("default",)
 START_ORDER = sorted(RUNS, key=lambda name: (RUNS[name][0] in QUICK_SCENARIOS, name))
