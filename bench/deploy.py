@@ -35,24 +35,26 @@ from typing import NamedTuple
 
 REPO = Path(__file__).resolve().parents[1]
 DEEPOPS = Path(sys.executable).parent / "deepops"
-
-
-def _children_cpu_s() -> float:
-    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return usage.ru_utime + usage.ru_stime
+CLUSTER = "bench"  # the benchmark cluster's DEEPOPS_VIRTUAL_NAME
 
 
 class Run(NamedTuple):
+    """One deepops command: wall seconds, where the CPU went, its --json output and exit code."""
+
     seconds: float
     # CPU seconds on this machine's side of SSH: the CLI, ansible-playbook, its
-    # workers and ssh clients. Not the nodes' own work, which on the virtual
-    # cluster runs in containers on the same cores.
+    # workers and ssh clients.
     controller_cpu_s: float
-    data: dict | None  # the --json output, if any
+    # CPU seconds inside the benchmark cluster's containers: the nodes' own work
+    # (sshd, modules, dpkg, services), which on the virtual cluster shares this
+    # machine's cores with the controller. None where the cgroups are unreadable.
+    nodes_cpu_s: float | None
+    data: dict | None
     rc: int
 
     def summary(self) -> dict:
         return {"seconds": round(self.seconds, 1), "controller_cpu_s": round(self.controller_cpu_s, 1),
+                "nodes_cpu_s": None if self.nodes_cpu_s is None else round(self.nodes_cpu_s, 1),
                 "rc": self.rc, "changed": _changed(self.data)}
 
 
@@ -61,13 +63,41 @@ def _children_cpu_s() -> float:
     return usage.ru_utime + usage.ru_stime
 
 
+def _container_cpu_s(container: str) -> float | None:
+    """CPU seconds a container used so far, from its cgroup (v1 or v2, cgroupfs or systemd driver)."""
+    v1 = Path(f"/sys/fs/cgroup/cpuacct/docker/{container}/cpuacct.usage")
+    if v1.exists():
+        return int(v1.read_text()) / 1e9
+    for stat in (Path(f"/sys/fs/cgroup/docker/{container}/cpu.stat"),
+                 Path(f"/sys/fs/cgroup/system.slice/docker-{container}.scope/cpu.stat")):
+        if stat.exists():
+            usage = dict(line.split() for line in stat.read_text().splitlines())
+            return int(usage["usage_usec"]) / 1e6
+    return None
+
+
+def _nodes_cpu_s() -> float | None:
+    """CPU seconds used so far by the benchmark cluster's containers."""
+    listed = subprocess.run(["docker", "ps", "-q", "--no-trunc", "--filter", f"label=deepops.virtual={CLUSTER}"],
+                            capture_output=True, text=True)
+    total = 0.0
+    for container in listed.stdout.split():
+        used = _container_cpu_s(container)
+        if used is None:
+            return None
+        total += used
+    return total
+
+
 def _deepops(env: dict, *args: str) -> Run:
     """Run deepops ARGS as a user would."""
-    cpu_before = _children_cpu_s()
+    cpu_before, nodes_before = _children_cpu_s(), _nodes_cpu_s()
     started = time.perf_counter()
     proc = subprocess.run([str(DEEPOPS), *args], cwd=REPO, env=env, capture_output=True, text=True)
     elapsed = time.perf_counter() - started
-    cpu = _children_cpu_s() - cpu_before
+    cpu, nodes_after = _children_cpu_s() - cpu_before, _nodes_cpu_s()
+    # A container the command started counts from zero.
+    nodes = None if nodes_before is None or nodes_after is None else nodes_after - nodes_before
     if proc.returncode != 0:
         sys.stderr.write(proc.stderr[-4000:])
     data = None
@@ -76,7 +106,7 @@ def _deepops(env: dict, *args: str) -> Run:
             data = json.loads(proc.stdout)
         except json.JSONDecodeError:
             data = None
-    return Run(elapsed, cpu, data, proc.returncode)
+    return Run(elapsed, cpu, nodes, data, proc.returncode)
 
 
 def _changed(result: dict | None) -> dict[str, int] | None:
@@ -145,7 +175,7 @@ def cluster_benchmarks(compute: int, keep: bool, cold: bool, cache_dir: Path) ->
         (state / "cache").parent.mkdir(parents=True, exist_ok=True)
         cache_dir.mkdir(parents=True, exist_ok=True)
         (state / "cache").symlink_to(cache_dir)
-    env = {**os.environ, "DEEPOPS_STATE_DIR": str(state), "DEEPOPS_VIRTUAL_NAME": "bench"}
+    env = {**os.environ, "DEEPOPS_STATE_DIR": str(state), "DEEPOPS_VIRTUAL_NAME": CLUSTER}
     env.pop("DEEPOPS_INVENTORY", None)
     results: dict = {"state_dir": str(state), "apt_cache": "cold" if cold else "warm", "compute_nodes": compute}
     try:
