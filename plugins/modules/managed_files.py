@@ -129,19 +129,16 @@ options:
     description: Mode of every directory whose entry names none, as a string.
     type: str
     default: "0755"
+extends_documentation_fragment:
+  - ansible.builtin.action_common_attributes
+  - ansible.builtin.action_common_attributes.flow
+  - deepops.cluster.controller_action
 attributes:
-  check_mode:
-    description: Can run in check mode and return changed status prediction without modifying target.
-    support: full
   diff_mode:
-    description: Will return details on what has changed (or possibly needs changing in check mode), when in diff mode.
     support: full
     details:
       - A content diff for each changed file (skipped for binary content or content over
         64 KiB), and a state or owner/group/mode diff for each changed path.
-  action:
-    description: Indicates this has a corresponding action plugin so some parts of the options can be executed on the controller.
-    support: full
 notes:
   - With O(files[].content), Ansible templates the text as it templates any task argument;
     use O(files[].template) for Jinja2 files.

@@ -32,16 +32,10 @@ options:
     description: The account's password, when the inventory gives it; empty makes one into O(directory).
     type: str
     default: ""
-attributes:
-  check_mode:
-    description: Can run in check mode and return changed status prediction without modifying target.
-    support: full
-  diff_mode:
-    description: Will return details on what has changed (or possibly needs changing in check mode), when in diff mode.
-    support: none
-  action:
-    description: Indicates this has a corresponding action plugin so some parts of the options can be executed on the controller.
-    support: full
+extends_documentation_fragment:
+  - ansible.builtin.action_common_attributes
+  - ansible.builtin.action_common_attributes.flow
+  - deepops.cluster.controller_action
 """
 
 EXAMPLES = r"""

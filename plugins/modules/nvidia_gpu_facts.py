@@ -41,16 +41,18 @@ options:
       - A file that does not exist leaves the MIG devices' C(device_files) null.
     type: path
     default: /proc/driver/nvidia-caps/mig-minors
+extends_documentation_fragment:
+  - ansible.builtin.action_common_attributes
+  - ansible.builtin.action_common_attributes.facts
 attributes:
   check_mode:
-    description: Can run in check mode and return changed status prediction without modifying target.
     support: full
   diff_mode:
-    description: Will return details on what has changed (or possibly needs changing in check mode), when in diff mode.
     support: none
   facts:
-    description: Action returns an C(ansible_facts) dictionary that will update existing host facts.
     support: full
+  platform:
+    platforms: posix
 notes:
   - C(-q -x) names no MIG profiles. For a model in deepops' MIG profile table
     (module_utils/mig_profiles.py) C(profile) is the table's profile with the device's SM count,

@@ -49,13 +49,15 @@ options:
         index fails.
     type: path
     aliases: [nvidia_smi]
+extends_documentation_fragment:
+  - ansible.builtin.action_common_attributes
 attributes:
   check_mode:
-    description: Can run in check mode and return changed status prediction without modifying target.
     support: full
   diff_mode:
-    description: Will return details on what has changed (or possibly needs changing in check mode), when in diff mode.
     support: none
+  platform:
+    platforms: posix
 notes:
   - Each GPU instance gets one compute instance spanning it; other compute-instance layouts
     are not supported, and a GPU that has one is recreated when the layout manages it.
