@@ -13,9 +13,10 @@ STAND_IN = payload.DATA_DIR / "nvidia-smi"
 MIG_MODELS = {name: gpus.mig_model(name).key for name in sorted(gpus.MODELS) if gpus.mig_model(name)}
 
 
-def load_stand_in(name: str):
-    """The stand-in as a module named NAME (its own copy of the module state)."""
-    loader = importlib.machinery.SourceFileLoader(name, str(STAND_IN))
+def load_stand_in(name: str, path=STAND_IN):
+    """The stand-in at PATH (nvidia-smi unless given) as a module named NAME (its own copy of
+    the module state)."""
+    loader = importlib.machinery.SourceFileLoader(name, str(path))
     spec = importlib.util.spec_from_loader(loader.name, loader)
     module = importlib.util.module_from_spec(spec)
     loader.exec_module(module)
