@@ -10,7 +10,6 @@ docstring). The stand-in runs as the script it is, against the files
 from __future__ import annotations
 
 import contextlib
-import importlib.machinery
 import io
 import json
 import os
@@ -18,7 +17,6 @@ import re
 import stat
 import subprocess
 import sys
-import types
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
@@ -537,9 +535,7 @@ def _exporter(a100, tmp_path, monkeypatch) -> str:
     """The stand-in dcgm-exporter's /metrics for A100's node, as Prometheus would scrape it."""
     for key in ("DEEPOPS_SIMULATED_GPUS", "DEEPOPS_SIMULATED_MIG_STATE"):
         monkeypatch.setenv(key, a100.env[key])
-    loader = importlib.machinery.SourceFileLoader("dcgm_exporter_standin", str(payload.DATA_DIR / "dcgm-exporter"))
-    module = types.ModuleType(loader.name)
-    loader.exec_module(module)
+    module = load_stand_in("dcgm_exporter_standin", payload.DATA_DIR / "dcgm-exporter")
     counters = tmp_path / "counters.csv"
     counters.write_text("DCGM_FI_DEV_FB_USED, gauge, used\nDCGM_FI_DEV_GPU_TEMP, gauge, temperature\n"
                         "DCGM_FI_PROF_GR_ENGINE_ACTIVE, gauge, active\n")
