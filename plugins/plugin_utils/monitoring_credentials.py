@@ -173,17 +173,17 @@ def ensure(directory: str | Path, names: Sequence[str], password: str = "") -> C
             created.append(PASSWORD_FILE)
         password = path.read_text().strip()
     ca_cert_path, ca_key_path = directory / CA_CERT, directory / CA_KEY
-    usable_ca = ca_cert_path.exists() and ca_key_path.exists() and _has_key_identifiers(
-        x509.load_pem_x509_certificate(ca_cert_path.read_bytes()))
-    if not usable_ca:
+    ca = (x509.load_pem_x509_certificate(ca_cert_path.read_bytes())
+          if ca_cert_path.exists() and ca_key_path.exists() else None)
+    if ca is None or not _has_key_identifiers(ca):
         ca_key = ec.generate_private_key(ec.SECP256R1())
         name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "deepops monitoring CA")])
         ca = _certificate("deepops monitoring CA", ca_key, name, ca_key, CA_DAYS, ca=True)
         _write_private(ca_key_path, _key_pem(ca_key))
         ca_cert_path.write_bytes(ca.public_bytes(serialization.Encoding.PEM))
         created += [CA_KEY, CA_CERT]
-    ca = x509.load_pem_x509_certificate(ca_cert_path.read_bytes())
-    ca_key = serialization.load_pem_private_key(ca_key_path.read_bytes(), password=None)
+    else:
+        ca_key = serialization.load_pem_private_key(ca_key_path.read_bytes(), password=None)
     cert_path, key_path = directory / SERVER_CERT, directory / SERVER_KEY
     current = x509.load_pem_x509_certificate(cert_path.read_bytes()) if cert_path.exists() else None
     if current is None or not key_path.exists() or not _issued_by(current, ca) or not _covers(current, names):
