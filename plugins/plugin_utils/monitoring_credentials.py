@@ -28,12 +28,11 @@ import base64
 import datetime
 import hashlib
 import ipaddress
-import os
-import secrets
-import string
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+
+from ansible_collections.deepops.cluster.plugins.plugin_utils import local_secrets
 
 try:
     import bcrypt
@@ -52,7 +51,6 @@ __all__ = ["Credentials", "bcrypt_hash", "ensure"]
 PASSWORD_FILE = "monitoring_password"
 CA_CERT, CA_KEY = "monitoring-ca.crt", "monitoring-ca.key"
 SERVER_CERT, SERVER_KEY = "monitoring-server.crt", "monitoring-server.key"
-PASSWORD_CHARS = string.ascii_letters + string.digits
 CA_DAYS, SERVER_DAYS, RENEW_DAYS = 3650, 730, 30
 BCRYPT_COST = 10
 # bcrypt's own base64 alphabet, in which its 16-byte salt is written.
@@ -75,13 +73,6 @@ def bcrypt_hash(password: str) -> str:
     digest = hashlib.sha256(b"deepops monitoring web config\0" + password.encode()).digest()[:16]
     salt = base64.b64encode(digest).translate(_BCRYPT_B64)[:22]
     return bcrypt.hashpw(password.encode(), b"$2b$%02d$" % BCRYPT_COST + salt).decode()
-
-
-def _write_private(path: Path, data: bytes) -> None:
-    descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(descriptor, "wb") as handle:
-        handle.write(data)
-    os.chmod(path, 0o600)
 
 
 def _key_pem(key: ec.EllipticCurvePrivateKey) -> bytes:
@@ -167,11 +158,9 @@ def ensure(directory: str | Path, names: Sequence[str], password: str = "") -> C
     directory.mkdir(mode=0o700, parents=True, exist_ok=True)
     created = []
     if not password:
-        path = directory / PASSWORD_FILE
-        if not path.exists():
-            _write_private(path, "".join(map(secrets.choice, [PASSWORD_CHARS] * 32)).encode())
-            created.append(PASSWORD_FILE)
-        password = path.read_text().strip()
+        made = not (directory / PASSWORD_FILE).exists()
+        password = local_secrets.ensure(directory / PASSWORD_FILE, "password", 32).password
+        created += [PASSWORD_FILE] if made else []
     ca_cert_path, ca_key_path = directory / CA_CERT, directory / CA_KEY
     ca = (x509.load_pem_x509_certificate(ca_cert_path.read_bytes())
           if ca_cert_path.exists() and ca_key_path.exists() else None)
@@ -179,7 +168,7 @@ def ensure(directory: str | Path, names: Sequence[str], password: str = "") -> C
         ca_key = ec.generate_private_key(ec.SECP256R1())
         name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "deepops monitoring CA")])
         ca = _certificate("deepops monitoring CA", ca_key, name, ca_key, CA_DAYS, ca=True)
-        _write_private(ca_key_path, _key_pem(ca_key))
+        local_secrets.write_private(ca_key_path, _key_pem(ca_key))
         ca_cert_path.write_bytes(ca.public_bytes(serialization.Encoding.PEM))
         created += [CA_KEY, CA_CERT]
     else:
@@ -190,7 +179,7 @@ def ensure(directory: str | Path, names: Sequence[str], password: str = "") -> C
         key = ec.generate_private_key(ec.SECP256R1())
         cert = _certificate(names[0] if names else "deepops monitoring", key, ca.subject, ca_key, SERVER_DAYS,
                             ca=False, names=names)
-        _write_private(key_path, _key_pem(key))
+        local_secrets.write_private(key_path, _key_pem(key))
         cert_path.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
         created += [SERVER_KEY, SERVER_CERT]
     return Credentials(
