@@ -15,7 +15,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from ansible.plugins.action import ActionBase
+from ansible_collections.deepops.cluster.plugins.plugin_utils.controller_action import ControllerAction
 from ansible_collections.deepops.cluster.plugins.plugin_utils.inventory import load_cluster
 from ansible_collections.deepops.cluster.plugins.plugin_utils.problems import BrokenContent, InvalidInventory
 
@@ -23,12 +23,9 @@ from ansible_collections.deepops.cluster.plugins.plugin_utils.problems import Br
 CHECKED_ENV = "DEEPOPS_INVENTORY_CHECKED"
 
 
-class ActionModule(ActionBase):
-    """Fail the task with the rendered problems, or succeed unchanged with counts."""
-
-    TRANSFERS_FILES = False
-    _requires_connection = False  # pure controller-side work
-    _supports_check_mode = True  # reads only, so check mode is the same run
+class ActionModule(ControllerAction):
+    """Fail the task with the rendered problems, or succeed unchanged with counts (it only
+    reads, so check mode is the same run)."""
 
     def run(self, tmp: Any = None, task_vars: dict[str, Any] | None = None) -> dict[str, Any]:
         result = super().run(tmp, task_vars)

@@ -12,21 +12,17 @@ from __future__ import annotations
 
 from typing import Any
 
-from ansible.plugins.action import ActionBase
 from ansible_collections.deepops.cluster.plugins.plugin_utils import local_secrets
+from ansible_collections.deepops.cluster.plugins.plugin_utils.controller_action import ControllerAction
 
-ARGS = ("path", "kind", "size")
 
-
-class ActionModule(ActionBase):
-    TRANSFERS_FILES = False
-    _requires_connection = False
-    _supports_check_mode = True
+class ActionModule(ControllerAction):
+    ARGS = ("path", "kind", "size")
 
     def run(self, tmp: Any = None, task_vars: dict[str, Any] | None = None) -> dict[str, Any]:
         result = super().run(tmp, task_vars)
         args = self._task.args
-        unknown = sorted(set(args) - set(ARGS))
+        unknown = self.unknown_arguments()
         path, kind, size = args.get("path"), args.get("kind", "password"), args.get("size", 32)
         if unknown or not isinstance(path, str) or not path.startswith("/") or isinstance(size, bool):
             result.update(failed=True, msg=f"local_secret takes path (absolute), kind and size; got {sorted(args)}")

@@ -11,21 +11,17 @@ from __future__ import annotations
 
 from typing import Any
 
-from ansible.plugins.action import ActionBase
 from ansible_collections.deepops.cluster.plugins.plugin_utils import monitoring_credentials
+from ansible_collections.deepops.cluster.plugins.plugin_utils.controller_action import ControllerAction
 
-ARGS = ("directory", "names", "password")
 
-
-class ActionModule(ActionBase):
-    TRANSFERS_FILES = False
-    _requires_connection = False
-    _supports_check_mode = True
+class ActionModule(ControllerAction):
+    ARGS = ("directory", "names", "password")
 
     def run(self, tmp: Any = None, task_vars: dict[str, Any] | None = None) -> dict[str, Any]:
         result = super().run(tmp, task_vars)
         args = self._task.args
-        unknown = sorted(set(args) - set(ARGS))
+        unknown = self.unknown_arguments()
         names = args.get("names") or []
         if unknown or not args.get("directory") or not isinstance(names, list) or not names:
             result.update(failed=True, msg="monitoring_credentials takes directory, names (a non-empty list) and "
