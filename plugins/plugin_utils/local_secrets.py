@@ -28,7 +28,9 @@ DIRECTORY_MODE, FILE_MODE = 0o700, 0o600
 @dataclass(frozen=True)
 class Secret:
     path: Path
-    # Made by this call, or its directory's or its own mode put right.
+    # Made by this call.
+    created: bool
+    # Made, or its directory's or its own mode put right.
     changed: bool
     # The password (kind "password"); never the bytes of a key.
     password: str | None
@@ -57,23 +59,21 @@ def ensure(path: str | Path, kind: str = "password", size: int = 32) -> Secret:
     if size < 16:
         raise ValueError(f"a secret of {size} is too short to guess at: 16 or more")
     path = Path(path)
-    changed = False
     if path.parent.is_dir():
         changed = _private(path.parent, DIRECTORY_MODE)
     else:
         path.parent.mkdir(mode=DIRECTORY_MODE, parents=True)
         changed = True
-    if path.exists():
-        changed = _private(path, FILE_MODE) or changed
-    else:
+    created = not path.exists()
+    if created:
         data = os.urandom(size) if kind == "bytes" else "".join(map(secrets.choice, [PASSWORD_CHARS] * size)).encode()
         write_private(path, data)
-        changed = True
+    changed = created or _private(path, FILE_MODE) or changed
     if kind == "bytes":
-        return Secret(path, changed, None)
+        return Secret(path, created, changed, None)
     # A file written by Ansible's password lookup (the earlier way) may carry
     # " salt=..." after the password on its line.
     words = path.read_text().split()
     if not words:
         raise ValueError(f"{path} is empty: remove it to have a new password made")
-    return Secret(path, changed, words[0])
+    return Secret(path, created, changed, words[0])

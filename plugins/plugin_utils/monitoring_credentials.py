@@ -158,9 +158,9 @@ def ensure(directory: str | Path, names: Sequence[str], password: str = "") -> C
     directory.mkdir(mode=0o700, parents=True, exist_ok=True)
     created = []
     if not password:
-        made = not (directory / PASSWORD_FILE).exists()
-        password = local_secrets.ensure(directory / PASSWORD_FILE, "password", 32).password
-        created += [PASSWORD_FILE] if made else []
+        secret = local_secrets.ensure(directory / PASSWORD_FILE, "password", 32)
+        password = secret.password
+        created += [PASSWORD_FILE] if secret.created else []
     ca_cert_path, ca_key_path = directory / CA_CERT, directory / CA_KEY
     ca = (x509.load_pem_x509_certificate(ca_cert_path.read_bytes())
           if ca_cert_path.exists() and ca_key_path.exists() else None)

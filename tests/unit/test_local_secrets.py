@@ -25,11 +25,11 @@ def _mode(path: Path) -> int:
 def test_a_password_is_made_once_private_and_then_only_read(tmp_path):
     path = tmp_path / "secrets" / "slurmdbd_db_password"
     first = local_secrets.ensure(path)
-    assert first.changed is True
+    assert first.created is True and first.changed is True
     assert len(first.password) == 32 and set(first.password) <= set(local_secrets.PASSWORD_CHARS)
     assert _mode(path) == 0o600 and _mode(path.parent) == 0o700
     again = local_secrets.ensure(path)
-    assert again.changed is False and again.password == first.password
+    assert again.created is False and again.changed is False and again.password == first.password
     assert local_secrets.ensure(tmp_path / "secrets" / "other").password != first.password
 
 
@@ -46,7 +46,7 @@ def test_modes_opened_by_hand_are_put_right_and_reported(tmp_path):
     path = tmp_path / "secrets" / "grafana_admin_password"
     password = local_secrets.ensure(path).password
     os.chmod(path, 0o644)
-    assert local_secrets.ensure(path) == local_secrets.Secret(path, True, password)
+    assert local_secrets.ensure(path) == local_secrets.Secret(path, False, True, password)
     assert _mode(path) == 0o600
     os.chmod(path.parent, 0o755)
     assert local_secrets.ensure(path).changed is True and _mode(path.parent) == 0o700
@@ -58,7 +58,7 @@ def test_a_file_from_ansibles_password_lookup_keeps_its_password(tmp_path):
     path.parent.mkdir(mode=0o700)
     path.write_text("Abc123def456ghi789jkl012 salt=xyz\n")
     os.chmod(path, 0o600)
-    assert local_secrets.ensure(path) == local_secrets.Secret(path, False, "Abc123def456ghi789jkl012")
+    assert local_secrets.ensure(path) == local_secrets.Secret(path, False, False, "Abc123def456ghi789jkl012")
 
 
 @pytest.mark.parametrize(("kind", "size", "message"), [("pin", 32, "kind must be one of"), ("password", 8, "16 or more")])
