@@ -21,6 +21,13 @@ GRES; ``MultipleFiles`` and ``File`` are mutually exclusive, and a range in
 line). A GPU in MIG mode without instances gives no GRES. Whole GPUs keep
 their model's type. The capability minors are the same for the same layout,
 so nodes with the same layout still share their lines.
+
+Features (``Features=`` of a node, what ``--constraint`` matches): each GPU
+model the node has (a MIG device counts as its parent GPU's model), ``nvlink``
+and ``nvswitch`` when the GPU topology shows them, the CPU vendor (``intel``,
+``amd``) from the processor facts, and the features the inventory declares for
+the host. Network fabrics are not guessed from facts (an mlx5 NIC may run
+InfiniBand or Ethernet): a site declares ``ib`` or ``roce`` itself.
 """
 
 from __future__ import annotations
@@ -133,13 +140,43 @@ def _gpu_entries(host: str, gpu: Mapping[str, Any], cores: str | None) -> list[d
     return entries
 
 
-def slurm_node_facts(facts_by_host: Mapping[str, Any], realmemory_reserve_mb: int = 0) -> dict[str, dict]:
+# A feature name in Features= and --constraint: nothing Slurm reads as an operator (& | , [ ] * !).
+_FEATURE = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]*")
+# Vendor strings of /proc/cpuinfo (Ansible's ``processor`` fact) -> feature.
+_CPU_VENDOR_FEATURES = {"GenuineIntel": "intel", "AuthenticAMD": "amd"}
+
+
+def node_features(facts: Mapping[str, Any], gpus: Iterable[Mapping[str, Any]], declared: Iterable[Any] = ()) -> list[str]:
+    """The sorted ``Features=`` of one node: from its facts and GPU entries, plus DECLARED."""
+    features = {_word(_gpu_model(gpu), "GPU type") for gpu in gpus}
+    gpu_facts = facts.get("deepops_gpus") or {}
+    features |= {name for name in ("nvlink", "nvswitch") if gpu_facts.get(name)}
+    processor = facts.get("processor") or []
+    features |= {feature for vendor, feature in _CPU_VENDOR_FEATURES.items() if vendor in processor}
+    for name in declared or ():
+        if not isinstance(name, str) or not _FEATURE.fullmatch(name):
+            raise SlurmConfError(f"node feature {name!r}: letters, digits, _ . and - only")
+        features.add(name)
+    return sorted(features)
+
+
+def _gpu_model(gpu: Mapping[str, Any]) -> str:
+    """The model of a GRES entry: a whole GPU's type, a MIG device's parent GPU's."""
+    return str(gpu.get("parent") or gpu["type"])
+
+
+def slurm_node_facts(
+    facts_by_host: Mapping[str, Any],
+    realmemory_reserve_mb: int = 0,
+    declared_features: Mapping[str, Iterable[Any]] | None = None,
+) -> dict[str, dict]:
     """Compact, comparable node records from each host's ``ansible_facts``.
 
     A host without facts (unreachable in this run) is left out with no error;
     the caller decides what that means. A GPU in MIG mode gives one entry per
     MIG device (``files``: its device files; ``parent``: the GPU's type); a
     MIG device without a profile or device files is an error naming it.
+    DECLARED_FEATURES: the inventory's extra features by host (``features``).
     """
     records: dict[str, dict] = {}
     for host, facts in facts_by_host.items():
@@ -162,6 +199,7 @@ def slurm_node_facts(facts_by_host: Mapping[str, Any], realmemory_reserve_mb: in
             "threads_per_core": threads,
             "real_memory": real_memory,
             "gpus": gpus,
+            "features": node_features(facts, gpus, (declared_features or {}).get(host) or ()),
         }
     return records
 
@@ -187,6 +225,9 @@ def slurm_node_line(record: Mapping[str, Any]) -> str:
     gres = _gres(record)
     if gres:
         parts.append(f"Gres={gres}")
+    # Records saved by a deploy before features existed have none.
+    if record.get("features"):
+        parts.append(f"Features={','.join(record['features'])}")
     return " ".join(parts)
 
 
@@ -235,7 +276,7 @@ def slurm_default_partitions(records: Mapping[str, Mapping[str, Any]], mig_parti
     """
     by_type: dict[str, list[str]] = {}
     for host, record in sorted(records.items()):
-        kinds = [gpu.get("parent") or gpu["type"] for gpu in record["gpus"]]
+        kinds = [_gpu_model(gpu) for gpu in record["gpus"]]
         if mig_partitions:
             kinds += [gpu["type"] for gpu in record["gpus"] if gpu.get("files")]
         for gpu_type in dict.fromkeys(kinds):

@@ -89,6 +89,36 @@ def test_gpu_jobs_get_their_devices(cluster):
     assert cluster.ssh(CONTROLLER, "srun --nodelist=gpu01 --gpus=99 --immediate=5 true", check=False).returncode != 0
 
 
+def test_constraint_selects_nodes_by_their_features(cluster):
+    # Each node's features are its GPU models (plus nvlink, CPU vendor...): a
+    # job constrained to one model lands only on the nodes that have it.
+    simulated = _simulated_gpus(cluster)
+    features = {}
+    for line in _ctl(cluster, "sinfo --noheader --Node --format='%N %f'").splitlines():
+        node, listed = line.split()
+        features[node] = set(listed.split(","))
+    for node, gpus in simulated.items():
+        assert set(gpus) <= features[node], (node, features[node])
+    for model in {kind for gpus in simulated.values() for kind in gpus}:
+        having = sorted(node for node, gpus in simulated.items() if model in gpus)
+        ran = _ctl(cluster, f"srun --constraint={model} --nodes={len(having)} --time=1 hostname -s")
+        assert sorted(ran.split()) == having, (model, ran)
+    # An unknown feature is refused at submission, not left pending.
+    refused = cluster.ssh(CONTROLLER, "sbatch --constraint=no-such-feature --wrap true", check=False)
+    assert refused.returncode != 0 and "feature" in refused.stderr.lower(), refused.stderr
+
+
+def test_production_job_limits_are_set(cluster):
+    config = dict(
+        (key.strip(), value.strip())
+        for key, _sep, value in (line.partition("=") for line in _ctl(cluster, "scontrol show config").splitlines())
+    )
+    assert config["EnforcePartLimits"] == "ALL"
+    assert config["KillOnBadExit"] == "1"
+    assert config["OverTimeLimit"] == "1 min"
+    assert config["MinJobAge"] == "300 sec"
+
+
 def test_sacct_records_gpu_tres(cluster):
     job = _ctl(cluster, "sbatch --parsable --nodelist=gpu01 --gpus=2 --wrap='sleep 1'").strip()
     tres = ""

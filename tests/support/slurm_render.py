@@ -22,15 +22,16 @@ ROLE = REPO / "roles" / "slurm"
 
 
 
-def render(template: str, facts_by_host: dict, **overrides) -> str:
-    """Render one of the role's templates the way the role does, with its vars."""
+def render(template: str, facts_by_host: dict, node_features: dict | None = None, **overrides) -> str:
+    """Render one of the role's templates the way the role does, with its vars
+    (NODE_FEATURES: each host's slurm_node_features)."""
     env = jinja2.Environment(loader=jinja2.FileSystemLoader(str(ROLE / "templates")), keep_trailing_newline=True,
                              trim_blocks=True)
     for plugin in (slurm_filters, hostlist):  # by their fully qualified names, as the templates call them
         env.filters.update({f"deepops.cluster.{name}": function for name, function in plugin.FilterModule().filters().items()})
     defaults = yaml.safe_load((ROLE / "defaults" / "main.yml").read_text())
     variables = {**defaults, **overrides}
-    records = slurm.slurm_node_facts(facts_by_host, variables["slurm_realmemory_reserve_mb"])
+    records = slurm.slurm_node_facts(facts_by_host, variables["slurm_realmemory_reserve_mb"], node_features)
     partitions = variables["slurm_partitions"] or slurm.slurm_default_partitions(
         records, variables["slurm_mig_partitions"])
     settings = {"ClusterName": variables["slurm_cluster_name"], "SlurmctldParameters": "enable_configless",

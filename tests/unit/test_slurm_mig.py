@@ -159,11 +159,11 @@ def test_node_lines_count_mig_devices_by_profile_and_compress_equal_layouts(clus
     common = "RealMemory=512000"
     assert lines(conf, "NodeName=") == [
         f"NodeName=gpu01 CPUs=64 Sockets=2 CoresPerSocket=32 ThreadsPerCore=1 {common} "
-        "Gres=gpu:3g.40gb:1,gpu:2g.20gb:1,gpu:1g.10gb:2,gpu:a100:1 State=UNKNOWN",
+        "Gres=gpu:3g.40gb:1,gpu:2g.20gb:1,gpu:1g.10gb:2,gpu:a100:1 Features=a100 State=UNKNOWN",
         f"NodeName=gpu[02-03] CPUs=224 Sockets=2 CoresPerSocket=56 ThreadsPerCore=2 {common} "
-        "Gres=gpu:1g.10gb:7,gpu:h100:1 State=UNKNOWN",
-        f"NodeName=gpu04 CPUs=224 Sockets=2 CoresPerSocket=56 ThreadsPerCore=2 {common} Gres=gpu:h100:4 State=UNKNOWN",
-        # MIG mode on, no instances: no GRES at all
+        "Gres=gpu:1g.10gb:7,gpu:h100:1 Features=h100,nvlink,nvswitch State=UNKNOWN",
+        f"NodeName=gpu04 CPUs=224 Sockets=2 CoresPerSocket=56 ThreadsPerCore=2 {common} Gres=gpu:h100:4 Features=h100,nvlink,nvswitch State=UNKNOWN",
+        # MIG mode on, no instances: no GRES at all, so no GPU model feature either
         f"NodeName=gpu05 CPUs=64 Sockets=2 CoresPerSocket=32 ThreadsPerCore=1 {common} State=UNKNOWN",
     ]
     assert "AccountingStorageTRES=gres/gpu,gres/gpu:1g.10gb,gres/gpu:2g.20gb,gres/gpu:3g.40gb,gres/gpu:a100,gres/gpu:h100" in conf

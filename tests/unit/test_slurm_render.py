@@ -59,7 +59,7 @@ def test_dgx_h100_node_line_and_gres_with_cores():
     conf = render("slurm.conf.j2", facts)
     assert lines(conf, "NodeName=") == [
         "NodeName=dgx[01-16] CPUs=224 Sockets=2 CoresPerSocket=56 ThreadsPerCore=2 RealMemory=2062976 "
-        f"Gres=gpu:h100:{h100['count']} State=UNKNOWN"
+        f"Gres=gpu:h100:{h100['count']} Features=h100,nvswitch State=UNKNOWN"
     ]
     assert "SlurmctldHost=ctl01" in conf and "SlurmctldParameters=enable_configless" in conf
     gres = lines(render("gres.conf.j2", facts), "NodeName=")
@@ -92,7 +92,7 @@ def test_mixed_cluster_types_cpu_nodes_and_reserve():
     }
     conf = render("slurm.conf.j2", facts, slurm_realmemory_reserve_mb=4000)
     nodes = lines(conf, "NodeName=")
-    assert f"NodeName=gpu[01-02] CPUs=224 Sockets=2 CoresPerSocket=56 ThreadsPerCore=2 RealMemory=2060000 Gres=gpu:h100:{h100['count']} State=UNKNOWN" in nodes
+    assert f"NodeName=gpu[01-02] CPUs=224 Sockets=2 CoresPerSocket=56 ThreadsPerCore=2 RealMemory=2060000 Gres=gpu:h100:{h100['count']} Features=h100,nvswitch State=UNKNOWN" in nodes
     assert any(line.startswith("NodeName=gpu03 ") and f"Gres=gpu:{a100['types'][0]}:" in line for line in nodes)
     assert "NodeName=cpu[01-02] CPUs=224 Sockets=2 CoresPerSocket=56 ThreadsPerCore=2 RealMemory=2060000 State=UNKNOWN" in nodes
     assert not any("gone" in line for line in nodes)
@@ -173,3 +173,32 @@ def test_qos_changes():
 def test_nodes_to_resume():
     sinfo = "gpu01|down*|Not responding\ngpu02|drain|maintenance\ngpu03|down|Node unexpectedly rebooted\nx|down|Not responding\ngpu04|idle|none"
     assert slurm.slurm_nodes_to_resume(sinfo, ["gpu01", "gpu02", "gpu03", "gpu04"], ["Not responding", "Node unexpectedly rebooted"]) == ["gpu01", "gpu03"]
+
+
+def test_features_come_from_gpus_topology_cpu_vendor_and_the_inventory():
+    h100 = _gpu_facts("h100")
+    a100 = _gpu_facts("a100")
+    amd = {**_host_facts(a100), "processor": ["0", "AuthenticAMD", "AMD EPYC 7742 64-Core Processor"]}
+    intel = {**_host_facts(h100), "processor": ["0", "GenuineIntel", "Intel(R) Xeon(R) Platinum 8480C"]}
+    facts = {"gpu01": intel, "gpu02": amd, "cpu01": _host_facts(None)}
+    conf = render("slurm.conf.j2", facts, node_features={"gpu02": ["ib", "localnvme"], "cpu01": ["bigmem"]})
+    by_node = {line.split()[0]: line for line in lines(conf, "NodeName=")}
+    assert "Features=h100,intel,nvswitch " in by_node["NodeName=gpu01"]
+    a100_type = a100["types"][0]
+    assert f"Features={','.join(sorted([a100_type, 'amd', 'ib', 'localnvme']))} " in by_node["NodeName=gpu02"]
+    assert "Features=bigmem " in by_node["NodeName=cpu01"]
+
+
+def test_a_node_without_features_gets_no_features_key():
+    # No GPUs, no vendor string, nothing declared; and records saved by an
+    # older deploy (no "features" key) still render.
+    assert "Features=" not in render("slurm.conf.j2", {"cpu01": _host_facts(None)})
+    record = slurm.slurm_node_facts({"cpu01": _host_facts(None)})["cpu01"]
+    del record["features"]
+    assert "Features" not in slurm.slurm_node_line(record)
+
+
+@pytest.mark.parametrize("bad", ["a,b", "x|y", "has space", "", 7])
+def test_a_declared_feature_slurm_would_parse_as_an_operator_is_refused(bad):
+    with pytest.raises(slurm.SlurmConfError, match="node feature"):
+        slurm.slurm_node_facts({"cpu01": _host_facts(None)}, 0, {"cpu01": [bad]})

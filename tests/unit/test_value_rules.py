@@ -37,6 +37,10 @@ def check(write_inventory, group_vars: str = "", more_hosts: str = ""):
         ("nccl_tests_sha256: abc", "nccl_tests_sha256: 'abc' is not a sha256 checksum"),
         ('nccl_tests_url: "ftp://mirror/nccl-tests.tgz"', "nccl_tests_url: 'ftp://mirror/nccl-tests.tgz' is not an http(s)"),
         ("nccl_tests_cuda_archs: ['90', 'sm_80']", "nccl_tests_cuda_archs: item 2: 'sm_80' is not a compute capability"),
+        ("slurm_node_features: [ib, 'a|b']", "slurm_node_features: item 2: feature 'a|b' is not a Slurm name"),
+        ("slurm_node_features: ib", "slurm_node_features"),
+        ("slurm_over_time_limit_minutes: -1", "slurm_over_time_limit_minutes: must be at least 0"),
+        ("slurm_enforce_part_limits: SOME", "slurm_enforce_part_limits"),
     ],
 )
 def test_bad_values_are_exit_2(write_inventory, group_vars, expected):
@@ -57,6 +61,7 @@ def test_hosts_that_differ_only_in_case_are_refused(write_inventory):
         "slurm_realmemory_reserve_mb: 0",
         "slurm_qos: [{name: gold, priority: 10, preempt: [low-1]}, {name: low-1}]\nslurm_default_qos: gold",
         "slurm_partitions: [{name: gpu.h100_a}]",
+        "slurm_node_features: [ib, local-nvme, v2.1]\nslurm_enforce_part_limits: ANY\nslurm_kill_on_bad_exit: false",
         'common_apt_proxy: "http://deepops-aptcache:3142"',
         'common_apt_proxy: "https://user:p%40ss@10.0.0.5:3128/"',
         'common_apt_proxy: "http://[fd00::5]:3142"',
