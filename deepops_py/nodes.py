@@ -173,7 +173,9 @@ def build_remove_request(
     from deepops_py import runner
 
     removed = check_removable_hosts(cluster, hosts)
-    variables = {**(extra_vars or {}), REMOVED_NODES_VAR: removed, FORCE_VAR: bool(force)}
+    variables = {**(extra_vars or {}), REMOVED_NODES_VAR: removed}
+    if force:
+        variables[FORCE_VAR] = True
     if timeout is not None:
         variables[TIMEOUT_VAR] = int(timeout)
     return runner.RunRequest(
