@@ -33,6 +33,11 @@ def _wait(predicate, seconds: int, step: float = 1.0):
     return last
 
 
+def _node_state(cluster) -> str:
+    """gpu03's state, once (sinfo prints a line per partition)."""
+    return cluster.ssh("ctl01", f"sinfo --noheader --Node --nodes={NODE} --format=%T").stdout.split("\n")[0].strip()
+
+
 def _in_slurm(cluster) -> bool:
     return NODE in cluster.ssh("ctl01", "sinfo --noheader --Node --format=%N").stdout.split()
 
@@ -53,21 +58,21 @@ def _ensure_node_added(cluster) -> None:
 
 def test_node_remove_drains_requeues_and_leaves_a_consistent_cluster(cluster):
     _ensure_node_added(cluster)
-    assert _wait(lambda: cluster.ssh("ctl01", f"sinfo --noheader --nodes={NODE} --format=%T").stdout.strip() == "idle", 60)
+    assert _wait(lambda: _node_state(cluster) == "idle", 60), _node_state(cluster)
 
     # bad input first: exit 2, nothing runs (the node stays up and in Slurm)
     for args in (["gpu09"], ["ctl01"], ["gpu01", "gpu02", NODE]):
         bad = cluster.deepops("node", "remove", *args, "--yes")
         assert bad.rc == 2, (args, bad.stderr[-2000:])
         assert "Traceback" not in bad.stderr
-    assert cluster.ssh("ctl01", f"sinfo --noheader --nodes={NODE} --format=%T").stdout.strip() == "idle"
+    assert _node_state(cluster) == "idle"
 
     batch = cluster.ssh(
         "ctl01",
-        f"sbatch --parsable --requeue --exclude=gpu01,gpu02 --gpus=1 --time=30 --output=/dev/null --wrap 'sleep 600'",
+        f"sbatch --parsable --requeue --exclude=gpu01,gpu02 --mem=64M --time=30 --output=/dev/null --wrap 'sleep 600'",
     ).stdout.strip().split(";")[0]
     # an allocation without a batch script cannot be requeued: --force cancels it
-    granted = cluster.ssh("ctl01", f"salloc --no-shell --exclude=gpu01,gpu02 --gpus=1 --time=30 2>&1").stdout
+    granted = cluster.ssh("ctl01", f"salloc --no-shell --exclude=gpu01,gpu02 --mem=64M --time=30 2>&1").stdout
     allocation = re.search(r"Granted job allocation (\d+)", granted).group(1)
     try:
         assert _wait(lambda: _state(cluster, batch) == "RUNNING" and _state(cluster, allocation) == "RUNNING", 120)
@@ -76,13 +81,15 @@ def test_node_remove_drains_requeues_and_leaves_a_consistent_cluster(cluster):
         planned = cluster.deepops("node", "remove", NODE, "--check", "--json", timeout=1200)
         assert planned.rc == 0, planned.stdout[-3000:] + planned.stderr[-3000:]
         assert planned.json()["check"] is True
-        assert "drain" not in cluster.ssh("ctl01", f"sinfo --noheader --nodes={NODE} --format=%T").stdout
+        assert "drain" not in _node_state(cluster)
 
         # without --force: drained, waits, gives up at the timeout; the jobs keep running
-        waited = cluster.deepops("node", "remove", NODE, "--timeout", "5", "--yes", timeout=1200)
-        said = waited.stdout + waited.stderr
-        assert waited.rc == 1, said[-3000:]
-        assert "still run on" in said and batch in said and allocation in said, said[-3000:]
+        waited = cluster.deepops("node", "remove", NODE, "--timeout", "5", "--yes", "--json", timeout=1200)
+        assert waited.rc == 1, waited.stdout[-3000:] + waited.stderr[-3000:]
+        failure = " ".join((waited.json()["hosts"]["ctl01"]["message"] or "").split())
+        still = re.search(rf"Jobs ([0-9, ]+) still run on {NODE} after 5 s", failure)
+        assert still and set(still.group(1).replace(",", " ").split()) == {batch, allocation}, failure
+        assert waited.json()["removed"] == [] and any("not removed" in note for note in waited.json()["notes"])
         assert _state(cluster, batch) == "RUNNING" and _state(cluster, allocation) == "RUNNING"
         shown = cluster.ssh("ctl01", f"scontrol show node {NODE}").stdout
         assert "DRAIN" in shown and "Reason=deepops node remove" in shown, shown
@@ -111,7 +118,7 @@ def test_node_remove_drains_requeues_and_leaves_a_consistent_cluster(cluster):
         assert _wait(lambda: NODE not in _node_targets(cluster), 90), "gpu03 is still a Prometheus target"
         assert {"gpu01", "gpu02", "ctl01"} <= _node_targets(cluster)
         # jobs still run on the others
-        ran = cluster.ssh("ctl01", "srun --nodes=2 --gpus-per-node=1 --time=1 hostname").stdout.split()
+        ran = cluster.ssh("ctl01", "srun --nodes=2 --gpus-per-node=1 --mem=64M --time=1 printenv SLURMD_NODENAME").stdout.split()
         assert sorted(ran) == ["gpu01", "gpu02"], ran
     finally:
         cluster.ssh("ctl01", f"scancel {batch} {allocation}", check=False)
