@@ -476,12 +476,13 @@ def validate(inventory, skip, extra_vars, junit_file, report_file, burn_in_minut
 
 @main.group(context_settings=CONTEXT_SETTINGS)
 def node() -> None:
-    """Add compute nodes to a deployed cluster.
+    """Add compute nodes to a deployed cluster, or remove them.
 
     \b
     Examples:
       deepops node add gpu03            # after adding gpu03 to slurm_compute in the inventory
       deepops node add gpu03 gpu04 --json
+      deepops node remove gpu03 --yes   # drain, wait for its jobs, take it out
     """
 
 
@@ -516,6 +517,79 @@ def node_add(hosts, inventory, extra_vars, forks, wait, as_json) -> None:
     click.echo(f"Adding {', '.join(new_hosts)}; running on: {', '.join(nodes.target_hosts(cluster, new_hosts))}", err=True)
     result = nodes.add_nodes(cluster, new_hosts, extra_vars=variables, forks=forks, wait=wait, json_output=as_json)
     _finish_run(result, as_json, cluster)
+
+
+@node.command("remove", context_settings=CONTEXT_SETTINGS)
+@click.argument("hosts", nargs=-1, required=True, metavar="HOST...")
+@click.option(
+    "--timeout",
+    type=click.IntRange(min=0),
+    default=None,
+    metavar="SECONDS",
+    help="How long to wait for the jobs on the drained nodes to end (default: the slurm role's "
+    "slurm_remove_timeout). Past it nothing is removed, the jobs keep running and the command exits 1.",
+)
+@click.option(
+    "--force",
+    is_flag=True,
+    help="Requeue the running jobs instead of waiting; jobs that cannot be requeued are cancelled (the summary names them).",
+)
+@click.option("--check", is_flag=True, help="Show what would change (check mode); drain, requeue and change nothing.")
+@click.option("--yes", "-y", is_flag=True, help="Do not ask for confirmation.")
+@inventory_option
+@extra_vars_option
+@forks_option
+@wait_option
+@json_option
+@handle_errors
+def node_remove(hosts, timeout, force, check, yes, inventory, extra_vars, forks, wait, as_json) -> None:
+    """Drain compute nodes, wait for their jobs, then take them out of the cluster.
+
+    Runs playbooks/remove_node.yml: drains each HOST with a reason, waits for
+    its jobs to end (--timeout; --force requeues them, cancelling those that
+    cannot be requeued), stops and disables slurmd and the exporters on it (an
+    unreachable HOST is removed all the same, and the summary says so), renders
+    slurm.conf and gres.conf without it and reconfigures slurmctld, and drops
+    it from Prometheus' targets and the other hosts' /etc/hosts. Nothing else
+    changes. Keep HOST in the inventory for the run; delete it from there
+    afterwards. Exits 2 (touching nothing) if a HOST is not a compute node, is
+    also the controller, slurmdbd, monitoring or login host, or would leave no
+    compute node; 1 if the run failed or jobs still ran at the timeout.
+
+    \b
+    Examples:
+      deepops node remove gpu03 --yes
+      deepops node remove gpu03 gpu04 --timeout 600 --json --yes
+      deepops node remove gpu03 --force --yes   # requeue its jobs now
+      deepops node remove gpu03 --check         # what would change
+    """
+    from deepops_py import nodes, runner
+
+    cluster = _load_cluster(inventory)  # validation first: bad input touches no host
+    variables = _parse_extra_vars(extra_vars)
+    removed = nodes.check_removable_hosts(cluster, hosts)  # before anything runs: exit 2 touches nothing
+    if not (yes or check):
+        if not sys.stdin.isatty():
+            raise InputError(f"Removing {', '.join(removed)} needs confirmation: add --yes (or --check to look first)")
+        click.confirm(f"Drain and remove {', '.join(removed)}{' (requeueing their jobs)' if force else ''}?", abort=True, err=True)
+    targets = nodes.remove_target_hosts(cluster, removed)
+    click.echo(f"Removing {', '.join(removed)}; running on: {', '.join(targets)}", err=True)
+    result = nodes.remove_nodes(
+        cluster, removed, timeout=timeout, force=force, check=check, extra_vars=variables, forks=forks, wait=wait,
+        json_output=as_json,
+    )
+    notes = nodes.removal_notes(result, removed)
+    if as_json:
+        click.echo(json.dumps({**result.as_dict(), "removed": removed if result.ok and not check else [], "notes": notes}, indent=2))
+        if not result.ok:
+            sys.exit(1)
+        return
+    runner.print_summary(result)
+    for note in notes:
+        click.echo(note, err=True)
+    _hint_stale_ports(cluster, result.unreachable_hosts)
+    if not result.ok:
+        sys.exit(1)
 
 
 @main.group(context_settings=CONTEXT_SETTINGS)

@@ -6,27 +6,40 @@ members reach HOST at (what /etc/hosts maps its name to, and where the
 monitoring servers listen): its ``common_hosts_address``, else the default
 IPv4 address in its facts, else "" (not reached in this run).
 
-``groups | deepops.cluster.resolved_groups`` gives ``{'deepops_slurm_dbd':
-[...], 'deepops_monitoring': [...]}``, each the inventory group's hosts or,
-when it is empty, the first controller. The rule lives in
+``groups | deepops.cluster.resolved_groups(deepops_removed_nodes)`` gives
+``{'deepops_slurm_dbd': [...], 'deepops_monitoring': [...], ...}``, the first
+two each the inventory group's hosts or, when it is empty, the first
+controller; ``deepops_members`` and ``deepops_slurm_compute`` leave out the
+nodes being removed. The rule lives in
 ``plugins/module_utils/cluster_groups.py``; ``playbooks/groups.yml`` turns the
 result into in-memory groups for every later play.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ansible.errors import AnsibleFilterError
 from ansible_collections.deepops.cluster.plugins.module_utils import cluster_groups
 
 
-def resolved_groups(groups: Any) -> dict[str, list[str]]:
-    """Resolved group name -> host names, from Ansible's ``groups``."""
+def resolved_groups(groups: Any, removed: Any = None) -> dict[str, list[str]]:
+    """Resolved group name -> host names, from Ansible's ``groups`` and the nodes being removed."""
     if not isinstance(groups, Mapping):
         raise AnsibleFilterError(f"resolved_groups expects the groups mapping, got {type(groups).__name__}")
-    return cluster_groups.resolved_groups({str(name): [str(host) for host in hosts] for name, hosts in groups.items()})
+    if removed is not None and not isinstance(removed, Sequence):
+        raise AnsibleFilterError(f"resolved_groups expects the removed nodes as a list or a string, got {type(removed).__name__}")
+    return cluster_groups.resolved_groups(
+        {str(name): [str(host) for host in hosts] for name, hosts in groups.items()}, removed
+    )
+
+
+def removed_names(removed: Any) -> list[str]:
+    """The host names in ``deepops_removed_nodes`` (a list, or comma-separated names), each once."""
+    if removed is not None and not isinstance(removed, Sequence):
+        raise AnsibleFilterError(f"removed_names expects a list or a string, got {type(removed).__name__}")
+    return cluster_groups.removed_names(removed)
 
 
 def cluster_address(host_vars: Any) -> str:
@@ -46,4 +59,4 @@ class FilterModule:
 
     def filters(self) -> dict[str, Any]:
         """Map filter names to functions."""
-        return {"resolved_groups": resolved_groups, "cluster_address": cluster_address}
+        return {"resolved_groups": resolved_groups, "removed_names": removed_names, "cluster_address": cluster_address}

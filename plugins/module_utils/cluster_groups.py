@@ -5,6 +5,14 @@
 controller never gets MariaDB, slurmdbd or Prometheus by default).
 ``slurm_login`` defaults to nothing.
 
+Nodes being removed (``deepops node remove``, the playbook variable
+``deepops_removed_nodes``) stay in the inventory for the run, so they can be
+reached, but are no longer members of the cluster: ``deepops_slurm_compute``
+(the compute nodes Slurm, gres.conf, partitions and Prometheus list) and
+``deepops_members`` (every host /etc/hosts and the node targets list) leave
+them out. Every role reads those two groups, never ``slurm_compute`` or
+``all``, for what it renders about the cluster's members.
+
 The plays never read ``slurm_dbd`` or ``monitoring`` directly: the play in
 ``playbooks/groups.yml``, imported by every entry playbook right after the
 inventory check, creates the resolved groups ``deepops_slurm_dbd`` and
@@ -31,6 +39,11 @@ MONITORING = "monitoring"
 DEFAULTS_TO_FIRST_CONTROLLER = (DBD, MONITORING)
 # The resolved group every play and role uses, per inventory group.
 RESOLVED = {DBD: "deepops_slurm_dbd", MONITORING: "deepops_monitoring"}
+# The members of the cluster, less the nodes being removed.
+MEMBERS = "deepops_members"
+COMPUTE_MEMBERS = "deepops_slurm_compute"
+# The playbook variable naming the nodes being removed (playbooks/remove_node.yml).
+REMOVED_VAR = "deepops_removed_nodes"
 
 
 def _hosts(groups: Mapping[str, Iterable[str]], name: str) -> list[str]:
@@ -50,11 +63,36 @@ def with_defaults(groups: Mapping[str, Iterable[str]]) -> dict[str, list[str]]:
     return result
 
 
-def resolved_groups(groups: Mapping[str, Iterable[str]]) -> dict[str, list[str]]:
+def removed_names(removed: str | Iterable[str] | None) -> list[str]:
+    """The names in ``deepops_removed_nodes``: a list, or one string of comma-separated names."""
+    if removed is None:
+        return []
+    items = removed.split(",") if isinstance(removed, str) else removed
+    return list(dict.fromkeys(name for name in (str(item).strip() for item in items) if name))
+
+
+def members(groups: Mapping[str, Iterable[str]], removed: str | Iterable[str] | None = None) -> dict[str, list[str]]:
+    """The cluster's members less the REMOVED nodes: ``deepops_members`` (every host) and
+    ``deepops_slurm_compute`` (the compute nodes).
+
+    >>> members({"all": ["ctl01", "gpu01", "gpu02"], "slurm_compute": ["gpu01", "gpu02"]}, "gpu02")
+    {'deepops_members': ['ctl01', 'gpu01'], 'deepops_slurm_compute': ['gpu01']}
+    """
+    gone = set(removed_names(removed))
+    every = _hosts(groups, "all") or list(dict.fromkeys(host for hosts in groups.values() for host in hosts))
+    return {
+        MEMBERS: [host for host in every if host not in gone],
+        COMPUTE_MEMBERS: [host for host in _hosts(groups, COMPUTE) if host not in gone],
+    }
+
+
+def resolved_groups(
+    groups: Mapping[str, Iterable[str]], removed: str | Iterable[str] | None = None
+) -> dict[str, list[str]]:
     """The groups ``playbooks/groups.yml`` creates: resolved name -> host names.
 
-    >>> resolved_groups({"slurm_controller": ["ctl01", "ctl02"]})
-    {'deepops_slurm_dbd': ['ctl01'], 'deepops_monitoring': ['ctl01']}
+    >>> resolved_groups({"slurm_controller": ["ctl01", "ctl02"]})["deepops_slurm_dbd"]
+    ['ctl01']
     """
     filled = with_defaults(groups)
-    return {resolved: filled[name] for name, resolved in RESOLVED.items()}
+    return {**{resolved: filled[name] for name, resolved in RESOLVED.items()}, **members(groups, removed)}

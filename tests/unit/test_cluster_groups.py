@@ -27,7 +27,7 @@ REPO = Path(__file__).resolve().parents[2]
 PLAYBOOKS = REPO / "playbooks"
 IMPORT_KEY = "ansible.builtin.import_playbook"
 # Imported as they are: they only check input and build in-memory groups on localhost.
-AS_SHIPPED = ("groups.yml", "components/add_node_targets.yml")
+AS_SHIPPED = ("groups.yml", "components/add_node_targets.yml", "components/remove_node_targets.yml")
 # The inventory check reads the shipped role specs; test_playbooks.py covers it.
 LEFT_OUT = ("validate_inventory.yml",)
 
@@ -47,8 +47,12 @@ TWO_CONTROLLERS = {
 # the rule
 
 
+def _defaulting(resolved: dict[str, list[str]]) -> dict[str, list[str]]:
+    return {name: hosts for name, hosts in resolved.items() if name in cluster_groups.RESOLVED.values()}
+
+
 def test_dbd_and_monitoring_default_to_the_first_controller_only():
-    assert cluster_groups.resolved_groups(TWO_CONTROLLERS) == {
+    assert _defaulting(cluster_groups.resolved_groups(TWO_CONTROLLERS)) == {
         "deepops_slurm_dbd": ["ctl01"],
         "deepops_monitoring": ["ctl01"],
     }
@@ -56,7 +60,7 @@ def test_dbd_and_monitoring_default_to_the_first_controller_only():
 
 def test_groups_given_in_the_inventory_are_kept():
     groups = {**TWO_CONTROLLERS, "slurm_dbd": ["db01", "db02"], "monitoring": ["mon01"]}
-    assert cluster_groups.resolved_groups(groups) == {
+    assert _defaulting(cluster_groups.resolved_groups(groups)) == {
         "deepops_slurm_dbd": ["db01", "db02"],
         "deepops_monitoring": ["mon01"],
     }
@@ -78,6 +82,58 @@ def test_the_filter_applies_the_same_rule():
 
     resolved = FilterModule().filters()["resolved_groups"]
     assert resolved(TWO_CONTROLLERS) == cluster_groups.resolved_groups(TWO_CONTROLLERS)
+    assert resolved(TWO_CONTROLLERS, "gpu03") == cluster_groups.resolved_groups(TWO_CONTROLLERS, ["gpu03"])
+
+
+ALL = ["ctl01", "ctl02", "login01", "gpu01", "gpu02", "gpu03"]
+
+
+@pytest.mark.parametrize("removed", [["gpu03"], "gpu03", " gpu03 ,, gpu03", ("gpu03",)])
+def test_removed_nodes_leave_the_members_and_the_compute_nodes_only(removed):
+    groups = {**TWO_CONTROLLERS, "all": ALL}
+    resolved = cluster_groups.resolved_groups(groups, removed)
+    assert resolved["deepops_members"] == ["ctl01", "ctl02", "login01", "gpu01", "gpu02"]
+    assert resolved["deepops_slurm_compute"] == ["gpu01", "gpu02"]
+    # the groups that default to others do not move, and the inventory's groups are untouched
+    assert _defaulting(resolved) == _defaulting(cluster_groups.resolved_groups(groups))
+    assert groups["slurm_compute"] == ["gpu01", "gpu02", "gpu03"]
+
+
+def test_without_removed_nodes_the_members_are_the_whole_inventory():
+    groups = {**TWO_CONTROLLERS, "all": ALL}
+    for removed in (None, [], ""):
+        resolved = cluster_groups.resolved_groups(groups, removed)
+        assert resolved["deepops_members"] == ALL
+        assert resolved["deepops_slurm_compute"] == TWO_CONTROLLERS["slurm_compute"]
+    # no "all" (deepops_py's own groups): the union of the groups, in order
+    assert cluster_groups.members(TWO_CONTROLLERS, ["gpu01"])["deepops_members"] == [
+        "ctl01", "ctl02", "gpu02", "gpu03", "login01"
+    ]
+
+
+def test_removed_names_filter_rejects_a_mapping():
+    from ansible.errors import AnsibleFilterError
+    from ansible_collections.deepops.cluster.plugins.filter.cluster_groups import FilterModule
+
+    names = FilterModule().filters()["removed_names"]
+    assert names("gpu02,gpu03") == ["gpu02", "gpu03"]
+    with pytest.raises(AnsibleFilterError):
+        names({"gpu03": 1})
+
+
+def test_roles_list_members_through_the_shared_groups_only():
+    """What a role renders about the cluster (slurm.conf nodes, gres.conf, partitions, Prometheus
+    targets, /etc/hosts) comes from deepops_slurm_compute / deepops_members, so a removal
+    (and nothing else) changes it."""
+    wanted = {
+        "roles/slurm/vars/main.yml": "_slurm_computes: \"{{ groups['deepops_slurm_compute'] | default([]) }}\"",
+        "roles/prometheus/vars/main.yml": "_prometheus_computes: \"{{ groups['deepops_slurm_compute'] | default([]) }}\"",
+    }
+    for path, line in wanted.items():
+        assert line in (REPO / path).read_text(), path
+    for path in ("roles/prometheus/vars/main.yml", "roles/common/tasks/hosts.yml", "roles/common/vars/main.yml"):
+        text = (REPO / path).read_text()
+        assert "groups['deepops_members']" in text and "groups['all']" not in text, path
 
 
 # --------------------------------------------------------------------------
@@ -217,6 +273,57 @@ def test_add_node_refuses_hosts_that_are_not_compute_nodes_before_touching_any(r
     assert set(result.hosts) == {"localhost"} and result.failed_hosts == ["localhost"]
     for word in words:
         assert word in (result.hosts["localhost"].message or ""), result.hosts["localhost"].message
+    assert all(hosts == [] for hosts in ran.values()), ran
+
+
+REMOVE_PLAYS = {
+    "drain": "Remove node | Drain the nodes and wait for their jobs",
+    "stop": "Remove node | Stop slurmd and the exporters on the nodes",
+    "controller": "Remove node | slurm.conf and gres.conf without the nodes",
+    "prometheus": "Remove node | Prometheus targets without the nodes",
+    "hosts": "Remove node | /etc/hosts of the other members without the nodes",
+}
+
+
+def test_remove_node_runs_on_the_node_the_controllers_monitoring_and_members(run_entry, write_inventory):
+    groups = {**TWO_CONTROLLERS, "monitoring": ["mon01"]}
+    ran, result = run_entry("remove_node.yml", groups, deepops_removed_nodes=["gpu03"])
+    assert result.ok, result.error or result.hosts
+    assert ran[REMOVE_PLAYS["drain"]] == ["ctl01"]  # the first controller only
+    assert ran[REMOVE_PLAYS["stop"]] == ["gpu03"]  # only the removed node stops anything
+    assert ran[REMOVE_PLAYS["controller"]] == ["ctl01", "ctl02"]
+    assert ran[REMOVE_PLAYS["prometheus"]] == ["mon01"]
+    assert ran[REMOVE_PLAYS["hosts"]] == ["ctl01", "ctl02", "gpu01", "gpu02", "login01", "mon01"]
+    assert result.hosts["localhost"].changed == 0  # in-memory groups only
+    path = write_inventory(_inventory(groups))
+    assert set(nodes.remove_target_hosts(inv.load_cluster(path), ["gpu03"])) == set(result.hosts) - {"localhost"}
+
+
+@pytest.mark.parametrize(
+    "removed, words",
+    [
+        (None, ["Set deepops_removed_nodes", "found nothing"]),
+        (["gpu09"], ["Not in the inventory: gpu09", "Nothing was changed"]),
+        (["login01"], ["Not in slurm_compute: login01"]),
+        (["ctl01"], ["Not in slurm_compute: ctl01"]),
+        (["gpu01", "gpu02", "gpu03"], ["No compute node would be left"]),
+    ],
+)
+def test_remove_node_refuses_bad_names_before_any_other_play(run_entry, removed, words):
+    extra = {} if removed is None else {"deepops_removed_nodes": removed}
+    ran, result = run_entry("remove_node.yml", TWO_CONTROLLERS, **extra)
+    assert not result.ok
+    assert set(result.hosts) == {"localhost"} and result.failed_hosts == ["localhost"]
+    for word in words:
+        assert word in (result.hosts["localhost"].message or ""), result.hosts["localhost"].message
+    assert all(hosts == [] for hosts in ran.values()), ran
+
+
+def test_remove_node_refuses_a_compute_node_that_also_serves(run_entry):
+    groups = {**TWO_CONTROLLERS, "slurm_compute": ["ctl01", "gpu01"]}
+    ran, result = run_entry("remove_node.yml", groups, deepops_removed_nodes="ctl01")
+    assert not result.ok and set(result.hosts) == {"localhost"}
+    assert "Also a controller, slurmdbd, monitoring or login host: ctl01" in result.hosts["localhost"].message
     assert all(hosts == [] for hosts in ran.values()), ran
 
 
