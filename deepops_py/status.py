@@ -5,7 +5,7 @@ command may). One SSH session to the first controller, opened the way
 ``deepops check`` opens it (``preflight.default_connect``: the inventory's
 address, port, user, key and ssh arguments, known hosts honoured), runs
 ``COLLECTOR``, a small Python program, once: it runs the read-only Slurm
-commands of ``SLURM_COMMANDS`` and queries Alertmanager's v2 API, and prints
+commands of ``SLURM_COMMANDS`` (at the same time) and queries Alertmanager's v2 API, and prints
 their raw outputs as one JSON document. When the monitoring host (the
 ``monitoring`` group, defaulting to the first controller:
 ``module_utils/cluster_groups.py``) is another host, a second session to it,
@@ -65,12 +65,12 @@ ALERTS_PATH = "/api/v2/alerts?active=true&silenced=false&inhibited=false"
 # which Ansible needs there anyway (3.8 or later: no newer syntax here). Reads
 # one JSON request on stdin, prints one JSON document; changes nothing.
 COLLECTOR = r'''
-import base64, json, os, shlex, ssl, subprocess, sys, urllib.error, urllib.request
+import base64, json, os, shlex, ssl, subprocess, sys, threading, urllib.error, urllib.request
 request = json.loads(sys.stdin.read() or "{}")
 timeout = float(request.get("timeout", 5))
 out = {}
 env = dict(os.environ, LC_ALL="C")
-for name, argv in sorted(request.get("commands", {}).items()):
+def run(name, argv):
     try:
         done = subprocess.run(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=timeout, env=env)
         out[name] = {"rc": done.returncode, "stdout": done.stdout.decode("utf-8", "replace"),
@@ -79,6 +79,9 @@ for name, argv in sorted(request.get("commands", {}).items()):
         out[name] = {"rc": 127, "stdout": "", "stderr": "%s: %s" % (argv[0], error.strerror)}
     except subprocess.TimeoutExpired:
         out[name] = {"rc": 124, "stdout": "", "stderr": "%s: no answer within %ss" % (argv[0], timeout)}
+threads = [threading.Thread(target=run, args=item) for item in sorted(request.get("commands", {}).items())]
+for thread in threads:
+    thread.start()
 am = request.get("alertmanager")
 if am:
     result = out["alertmanager"] = {}
@@ -130,6 +133,8 @@ if am:
                 result["error"] = "%s answered HTTP %s %s" % (url, error.code, error.reason)
             except (urllib.error.URLError, OSError) as error:
                 result["error"] = "%s: %s" % (url, getattr(error, "reason", error))
+for thread in threads:
+    thread.join()
 sys.stdout.write(json.dumps(out))
 '''
 
@@ -291,8 +296,9 @@ def parse_sinfo_nodes(text: str) -> dict[str, dict[str, Any]]:
         if len(parts) != len(SINFO_FIELDS):
             continue
         name, state, user, when, reason = (part.strip() for part in parts)
-        nodes.setdefault(name, {"state": state, "reason": _no_value(reason), "reason_user": _no_value(user),
-                                "reason_time": _no_value(when)})
+        reason = _no_value(reason)  # without a reason, sinfo still prints a user (slurm's) and "Unknown"
+        nodes.setdefault(name, {"state": state, "reason": reason, "reason_user": _no_value(user) if reason else None,
+                                "reason_time": _no_value(when) if reason else None})
     return nodes
 
 
