@@ -1,10 +1,15 @@
-"""Wall time of `deepops --help` and of `deepops check --no-ssh` on 1,000 hosts.
+"""Wall time of `deepops --help` and of `deepops check --no-ssh` on 1,000 hosts,
+and with ``--status`` of `deepops status --json` on a running, deployed cluster.
 
 Runs the venv's `deepops` (next to this interpreter) in subprocesses, so the
 numbers include Python start-up and every import, as a user sees them.
 Prints one JSON document; it reports, it does not judge (no thresholds).
 
     .venv/bin/python bench/cli_latency.py [--runs 5] [--hosts 1000]
+    .venv/bin/python bench/cli_latency.py --status [--inventory INV]  # default: the virtual cluster's
+
+`deepops status` reads the cluster over SSH: deploy it first (`deepops
+virtual up && deepops deploy`, with the same DEEPOPS_STATE_DIR).
 """
 
 from __future__ import annotations
@@ -75,6 +80,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=5)
     parser.add_argument("--hosts", type=int, default=1000)
+    parser.add_argument("--status", action="store_true", help="also time `deepops status --json` on a deployed cluster")
+    parser.add_argument("--inventory", help="the cluster for --status (default: as deepops chooses, e.g. the virtual one)")
     options = parser.parse_args()
     deepops = str(Path(sys.executable).with_name("deepops"))
     with tempfile.TemporaryDirectory() as temp:
@@ -83,6 +90,9 @@ def main() -> None:
             time_command([deepops, "--help"], options.runs),
             time_command([deepops, "check", "--no-ssh", "-i", str(inventory)], options.runs),
         ]
+    if options.status:
+        results.append(time_command([deepops, "status", "--json", *(["-i", options.inventory] if options.inventory else [])],
+                                    options.runs))
     report = {
         "hosts": options.hosts,
         "results": results,

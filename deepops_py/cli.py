@@ -705,6 +705,59 @@ def runs_show(run_id, as_json) -> None:
         runner.print_summary(result)
 
 
+@main.command(context_settings=CONTEXT_SETTINGS)
+@inventory_option
+@click.option("--timeout", type=click.FloatRange(0.5, 60), default=5, show_default=True,
+              help="Seconds to wait for SSH and for each command on the hosts.")
+@json_option
+@handle_errors
+def status(inventory, timeout, as_json) -> None:
+    """The cluster at a glance; reads, never changes anything.
+
+    Over one SSH connection to the first controller (and one to the
+    monitoring host when it is another host): per node its Slurm state and
+    reason, CPUs and GPUs allocated/total per GRES type (MIG profiles marked),
+    running and pending jobs per partition, the alerts Alertmanager is sending
+    (active, not silenced or inhibited); then the last deploy and validate
+    runs recorded here (deepops runs). No playbook runs.
+
+    \b
+    --json prints one object (schema_version 1):
+      complete        true when every source was read
+      controller, monitoring, slurm_version, inventory, alertmanager (its URL)
+      nodes[]         name, state (sinfo's word), slurm_state, reason,
+                      reason_user, reason_time, partitions[],
+                      cpus {total, allocated},
+                      gpus {total, allocated, types {TYPE: {total, allocated, mig}}}
+      gpus            the same totals for the whole cluster
+      partitions[]    name, state, default, nodes, total_nodes,
+                      jobs {running, pending, other}
+      jobs            {running, pending, other} over all partitions
+      alerts[]        name, severity, target (node or instance), summary, starts_at
+      runs            {deploy, validate}: id, command, start, duration, result, or null
+      errors[]        source (controller, slurm, monitoring, alertmanager, runs),
+                      host, message: what could not be read
+    A part that could not be read is null, and says why in errors.
+
+    Exit codes: 0 everything read, 1 a part could not be read (the rest is
+    still shown), 2 invalid input.
+
+    \b
+    Examples:
+      deepops status
+      deepops status --json | jq '.nodes[] | select(.state != "idle")'
+    """
+    from deepops_py import status as cluster_status
+
+    cluster = _load_cluster(inventory)  # validation first: bad input touches no host
+    result = cluster_status.gather(cluster, timeout=timeout)
+    if as_json:
+        click.echo(json.dumps(result.as_dict(), indent=2))
+    else:
+        cluster_status.print_status(result)
+    sys.exit(result.exit_code)
+
+
 @main.group(context_settings=CONTEXT_SETTINGS)
 def virtual() -> None:
     """A virtual cluster of systemd containers on the local Docker engine.

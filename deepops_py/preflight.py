@@ -72,7 +72,7 @@ class CommandResult:
 
 
 class Session(Protocol):
-    def run(self, command: str) -> CommandResult: ...
+    def run(self, command: str, stdin: str | None = None) -> CommandResult: ...
 
     def close(self) -> None: ...
 
@@ -271,11 +271,12 @@ class LocalSession:
     def __init__(self, timeout: float) -> None:
         self.timeout = timeout
 
-    def run(self, command: str) -> CommandResult:
+    def run(self, command: str, stdin: str | None = None) -> CommandResult:
         import subprocess
 
         done = subprocess.run(
-            ["sh", "-c", command], capture_output=True, text=True, timeout=self.timeout, env={**os.environ, "LC_ALL": "C"}
+            ["sh", "-c", command], capture_output=True, text=True, timeout=self.timeout, env={**os.environ, "LC_ALL": "C"},
+            input=stdin if stdin is not None else "",
         )
         return CommandResult(done.returncode, done.stdout, done.stderr)
 
@@ -432,9 +433,12 @@ class ParamikoSession:
         self.client = client
         self.timeout = timeout
 
-    def run(self, command: str) -> CommandResult:
+    def run(self, command: str, stdin: str | None = None) -> CommandResult:
         # no pty: sudo -n must fail fast rather than prompt; LC_ALL=C keeps messages predictable
-        _, stdout, stderr = self.client.exec_command(f"LC_ALL=C {command}", timeout=self.timeout)
+        channel_in, stdout, stderr = self.client.exec_command(f"LC_ALL=C {command}", timeout=self.timeout)
+        if stdin is not None:  # e.g. a password: never on a command line, where ps shows it
+            channel_in.write(stdin)
+            channel_in.channel.shutdown_write()
         out = stdout.read().decode("utf-8", "replace")
         err = stderr.read().decode("utf-8", "replace")
         return CommandResult(rc=stdout.channel.recv_exit_status(), stdout=out, stderr=err)

@@ -71,9 +71,14 @@ def ensure(path: str | Path, kind: str = "password", size: int = 32) -> Secret:
     changed = created or _private(path, FILE_MODE) or changed
     if kind == "bytes":
         return Secret(path, created, changed, None)
+    return Secret(path, created, changed, read_password(path))
+
+
+def read_password(path: str | Path) -> str:
+    """The password in the file at PATH (OSError when it cannot be read), which is left as it is."""
     # A file written by Ansible's password lookup (the earlier way) may carry
     # " salt=..." after the password on its line.
-    words = path.read_text().split()
+    words = Path(path).read_text().split()
     if not words:
         raise ValueError(f"{path} is empty: remove it to have a new password made")
-    return Secret(path, created, changed, words[0])
+    return words[0]
