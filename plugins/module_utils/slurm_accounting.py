@@ -11,7 +11,8 @@ State read (three ``sacctmgr --noheader --parsable2`` calls, fields separated by
     ``show association where cluster=C format=account,user,partition,parentname,share,qos,defaultqos``:
     one row per association; an account's own has no user, a user's names
     its account; partition associations are left alone;
-    ``show user format=user,defaultaccount``.
+    ``show user where cluster=C format=user,defaultaccount`` (the default
+    account is per cluster: without ``cluster=`` Slurm shows the local one's).
 
 What is compared
     QOS: priority, preempt (as a set), preempt mode. An account: its parent,
@@ -56,7 +57,7 @@ def read_commands(cluster: str) -> List[List[str]]:
     return [
         parsable + ["show", "qos", QOS_FORMAT],
         parsable + ["show", "association", "where", f"cluster={cluster}", ASSOC_FORMAT],
-        parsable + ["show", "user", USER_FORMAT],
+        parsable + ["show", "user", "where", f"cluster={cluster}", USER_FORMAT],
     ]
 
 
@@ -329,6 +330,10 @@ def changes(wanted: Mapping[str, Any], cluster: str, qos_shown: str, assoc_shown
     # Accounts, parents first.
     accounts = wanted["accounts"]
     order = _top_down(accounts)
+    # Slurm copies an account's new QOS (and a moved account's inherited ones)
+    # down to the associations under it: declared QOS below such an account
+    # are set again after it, or the next run would find them changed.
+    reset_below = set()
     for name in order:
         if name in current_accounts:
             continue
@@ -344,7 +349,10 @@ def changes(wanted: Mapping[str, Any], cluster: str, qos_shown: str, assoc_shown
         if found is None:
             continue
         account = accounts[name]
-        settings = _settings(found, account, ("parent", "fairshare", "qos", "default_qos"))
+        settings = _settings(found, account, ("parent", "fairshare", "qos", "default_qos"),
+                             force=_under(name, reset_below, accounts))
+        if any(key in ("parent", "qos", "default_qos") for key, _value in settings):
+            reset_below.add(name)
         if settings:
             act(f"set account {name}: " + _described(found, account, [key for key, _value in settings]),
                 ["modify", "account", "where", f"name={name}", where_cluster, "set"] + _set_args(settings))
@@ -374,7 +382,8 @@ def changes(wanted: Mapping[str, Any], cluster: str, qos_shown: str, assoc_shown
             found = current_users.get((name, account))
             if found is None:
                 continue
-            settings = _settings(found, user, ("fairshare", "qos", "default_qos"))
+            settings = _settings(found, user, ("fairshare", "qos", "default_qos"),
+                                 force=account in reset_below or _under(account, reset_below, accounts))
             if settings:
                 act(f"set user {name} in account {account}: " + _described(found, user, [key for key, _value in settings]),
                     ["modify", "user", "where", f"name={name}", f"account={account}", where_cluster, "set"]
@@ -391,18 +400,16 @@ def changes(wanted: Mapping[str, Any], cluster: str, qos_shown: str, assoc_shown
         key=lambda name: (-_depth(name, parents), name),
     )
     if prune:
-        gone = {user for user, _account in undeclared_users if user not in wanted["users"]}
-        for user in sorted(gone):
-            act(f"remove user {user}", ["remove", "user", "where", f"name={user}", where_cluster])
-        for user, account in undeclared_users:
-            if user not in gone:
-                act(f"remove user {user} from account {account}",
-                    ["remove", "user", "where", f"name={user}", f"account={account}", where_cluster])
+        # One association at a time, a user's default last: Slurm refuses to
+        # remove a default account while others remain, even all in one command.
+        for user, account in sorted(undeclared_users, key=lambda key: (key[0], key[1] == defaults.get(key[0]), key[1])):
+            act(f"remove user {user} from account {account}",
+                ["remove", "user", "where", f"name={user}", f"account={account}", where_cluster])
         for name in undeclared_accounts:
             act(f"remove account {name}", ["remove", "account", "where", f"name={name}", where_cluster])
     return {
         "actions": actions,
-        "undeclared": {"accounts": sorted(undeclared_accounts), "users": [f"{u}@{a}" for u, a in undeclared_users]},
+        "undeclared": {"accounts": undeclared_accounts, "users": [f"{u}@{a}" for u, a in undeclared_users]},
     }
 
 
@@ -412,16 +419,30 @@ def _comparable(key: str, value: Any) -> Any:
     return value
 
 
-def _settings(found: Mapping[str, Any], wanted: Mapping[str, Any], keys: Sequence[str]) -> List[Tuple[str, Any]]:
-    """(key, wanted value) for each key that is managed (not None) and differs."""
+def _settings(found: Mapping[str, Any], wanted: Mapping[str, Any], keys: Sequence[str],
+              force: bool = False) -> List[Tuple[str, Any]]:
+    """(key, wanted value) for each key that is managed (not None) and differs;
+    with ``force``, the declared QOS and default QOS even where they match."""
     differing = []
     for key in keys:
         value = wanted.get(key)
         if value is None:
             continue
-        if _comparable(key, found.get(key)) != _comparable(key, value):
+        if _comparable(key, found.get(key)) != _comparable(key, value) or (force and key in ("qos", "default_qos")):
             differing.append((key, value))
     return differing
+
+
+def _under(name: str, ancestors: set, accounts: Mapping[str, Mapping[str, Any]]) -> bool:
+    """Whether one of ``ancestors`` is above account ``name`` in the declared tree."""
+    seen = set()
+    parent = (accounts.get(name) or {}).get("parent")
+    while parent in accounts and parent not in seen:
+        if parent in ancestors:
+            return True
+        seen.add(parent)
+        parent = accounts[parent].get("parent")
+    return False
 
 
 _SACCTMGR_KEYS = {"parent": "parent", "fairshare": "fairshare", "qos": "qos", "default_qos": "defaultqos"}
@@ -449,7 +470,7 @@ def _described(found: Optional[Mapping[str, Any]], wanted: Mapping[str, Any], ke
         before = (found or {}).get(key)
         if found is None or _comparable(key, before) != _comparable(key, wanted.get(key)):
             parts.append(f"{key.replace('_', ' ')} {_show(before) if found else '(new)'} -> {_show(wanted.get(key))}")
-    return ", ".join(parts)
+    return ", ".join(parts) or "QOS set again (Slurm copied an account's above it down)"
 
 
 # --------------------------------------------------------------------------
@@ -464,14 +485,17 @@ def apply(run: Callable[[List[str]], Tuple[int, str, str]], sacctmgr: str, clust
     ``changed``, ``changes`` (what was, or would be, done), ``commands``,
     ``undeclared`` and ``warnings``.
     """
-    outputs = []
-    for argv in read_commands(cluster):
-        rc, out, err = run([sacctmgr] + argv)
-        if rc != 0:
-            raise AccountingError(f"sacctmgr {' '.join(argv)} failed (rc={rc}): {(err or out).strip()}")
-        outputs.append(out)
-    found = changes(wanted, cluster, outputs[0], outputs[1], outputs[2], prune=prune)
-    done = []
+    def read() -> Dict[str, Any]:
+        outputs = []
+        for argv in read_commands(cluster):
+            rc, out, err = run([sacctmgr] + argv)
+            if rc != 0:
+                raise AccountingError(f"sacctmgr {' '.join(argv)} failed (rc={rc}): {(err or out).strip()}", applied=done)
+            outputs.append(out)
+        return changes(wanted, cluster, outputs[0], outputs[1], outputs[2], prune=prune)
+
+    done: List[str] = []
+    found = read()
     if not check_mode:
         for action in found["actions"]:
             argv = [sacctmgr, "--immediate"] + action["argv"]
@@ -483,6 +507,15 @@ def apply(run: Callable[[List[str]], Tuple[int, str, str]], sacctmgr: str, clust
                     applied=done,
                 )
             done.append(action["change"])
+        # sacctmgr exits 0 on some refusals (a default QOS outside the new list):
+        # read again, so a change that did not hold fails here, not silently.
+        left = read()["actions"] if done else []
+        if left:
+            raise AccountingError(
+                "sacctmgr accepted but slurmdbd does not show: " + "; ".join(action["change"] for action in left)
+                + " (sacctmgr refuses some changes with exit 0, such as a default QOS outside a new QOS list: declare default_qos)",
+                applied=done,
+            )
     warnings = []
     undeclared = found["undeclared"]
     if not prune and (undeclared["accounts"] or undeclared["users"]):

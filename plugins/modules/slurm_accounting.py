@@ -67,11 +67,15 @@ options:
   sacctmgr_path:
     description: The sacctmgr command; default the one on the PATH.
     type: path
+extends_documentation_fragment:
+  - ansible.builtin.action_common_attributes
 attributes:
   check_mode:
     support: full
   diff_mode:
     support: none
+  platform:
+    platforms: posix
 """
 
 EXAMPLES = r"""

@@ -51,8 +51,12 @@ def changes(tree, shown, prune=False):
     return sa.changes(tree, CLUSTER, *shown, prune=prune)
 
 
-def test_both_slurm_releases_are_recorded():
-    assert IMAGES == ["debian12", "debian13"] or IMAGES == ["debian12"], IMAGES
+def test_recordings_are_complete():
+    assert "debian12" in IMAGES
+    for image in IMAGES:
+        assert sorted(path.name for path in (RECORDED / image).glob("*.txt")) == [
+            f"{read}-{state}.txt" for read in ("assoc", "qos", "user") for state in ("fresh", "tree")
+        ], image
 
 
 @pytest.mark.parametrize("image", IMAGES)
@@ -130,8 +134,9 @@ def test_what_is_no_longer_declared_is_reported_and_kept(image):
 def test_prune_removes_users_then_accounts_children_first(image):
     found = changes(wanted(), recorded(image, "tree"), prune=True)
     assert [action["argv"] for action in found["actions"]] == [
-        ["remove", "user", "where", "name=alice", "cluster=deepops"],
-        ["remove", "user", "where", "name=bob", "cluster=deepops"],
+        ["remove", "user", "where", "name=alice", "account=physics", "cluster=deepops"],
+        ["remove", "user", "where", "name=alice", "account=theory", "cluster=deepops"],  # her default: last
+        ["remove", "user", "where", "name=bob", "account=users", "cluster=deepops"],
         ["remove", "account", "where", "name=theory", "cluster=deepops"],
         ["remove", "account", "where", "name=physics", "cluster=deepops"],
     ]
@@ -183,18 +188,55 @@ def test_inconsistent_trees_are_refused(accounts, users, expected):
 
 
 class Sacctmgr:
-    """Answers the three reads with recorded output; records (and fails, if asked) the writes."""
+    """Answers the three reads with recorded output (AFTER once something was written);
+    records (and fails, if asked) the writes."""
 
-    def __init__(self, shown, fail_on: str = ""):
-        self.shown, self.fail_on, self.calls = shown, fail_on, []
+    def __init__(self, shown, fail_on: str = "", after=None):
+        self.shown, self.fail_on, self.after, self.calls = shown, fail_on, after, []
 
     def __call__(self, argv):
         self.calls.append(argv)
         if "show" in argv:
-            return 0, self.shown[["qos", "association", "user"].index(argv[argv.index("show") + 1])], ""
+            wrote = any("--immediate" in call for call in self.calls)
+            shown = self.after if wrote and self.after else self.shown
+            return 0, shown[["qos", "association", "user"].index(argv[argv.index("show") + 1])], ""
         if self.fail_on and self.fail_on in argv:
             return 1, "", " Nothing added: bad\n"
         return 0, " Adding Account(s)\n", ""
+
+
+@pytest.mark.parametrize("image", IMAGES)
+def test_apply_then_reads_again_to_confirm(image):
+    fake = Sacctmgr(recorded(image, "fresh"), after=recorded(image, "tree"))
+    result = sa.apply(fake, "sacctmgr", CLUSTER, wanted(TREE["slurm_accounts"], TREE["slurm_account_users"]))
+    writes = [call for call in fake.calls if "--immediate" in call]
+    assert result["changed"] and len(writes) == 5 and len(fake.calls) == 3 + 5 + 3
+    assert result["commands"][0][:4] == ["sacctmgr", "--immediate", "add", "account"]
+    assert result["warnings"] == []
+
+
+def test_a_change_sacctmgr_accepts_but_does_not_make_fails():
+    """sacctmgr exits 0 when it refuses, e.g., a QOS list without the current default QOS."""
+    fake = Sacctmgr(recorded("debian12", "tree"))
+    accounts = [dict(TREE["slurm_accounts"][0], qos=["low"], default_qos=None), TREE["slurm_accounts"][1]]
+    with pytest.raises(sa.AccountingError) as error:
+        sa.apply(fake, "sacctmgr", CLUSTER, wanted(accounts, TREE["slurm_account_users"]))
+    assert "sacctmgr accepted but slurmdbd does not show: set account physics: qos low,normal -> low" in str(error.value)
+    assert error.value.applied == ["set account physics: qos low,normal -> low"]
+
+
+@pytest.mark.parametrize("image", IMAGES)
+def test_declared_qos_below_a_changed_account_is_set_again(image):
+    """Slurm copies an account's new QOS list down to its associations."""
+    users = [dict(TREE["slurm_account_users"][0], qos=["low", "normal"]), TREE["slurm_account_users"][1]]
+    accounts = [dict(TREE["slurm_accounts"][0], qos=["normal", "low", "high"]), TREE["slurm_accounts"][1]]
+    found = changes(wanted(accounts, users), recorded(image, "tree"))
+    assert [action["change"] for action in found["actions"]] == [
+        "set account physics: qos low,normal -> high,low,normal",
+        "set user alice in account theory: QOS set again (Slurm copied an account's above it down)",
+        "set user alice in account physics: QOS set again (Slurm copied an account's above it down)",
+    ]
+    assert found["actions"][1]["argv"][-1] == "qos=low,normal"
 
 
 def test_check_mode_only_reads():
