@@ -42,6 +42,8 @@ class HostResult:
     failed_task: str | None = None
     message: str | None = None
     changed_tasks: list[str] = field(default_factory=list)
+    # Warnings tasks returned (module.warn), "task: text", each once.
+    warnings: list[str] = field(default_factory=list)
 
     @property
     def succeeded(self) -> bool:
@@ -168,6 +170,10 @@ class EventCollector:
         host = self._host(host_name)
         task = str(data.get("task") or "").strip() or "(unnamed task)"
         result = data.get("res") or {}
+        for warning in result.get("warnings") or [] if isinstance(result, dict) else []:
+            line = f"{task}: {str(warning).strip()}"
+            if line not in host.warnings:
+                host.warnings.append(line)
         if kind == "runner_on_ok":
             host.ok += 1
             if _changed(event, result):
@@ -224,6 +230,7 @@ class EventCollector:
                 rescued=stats["rescued"].get(name, 0),
                 ignored=stats["ignored"].get(name, 0),
                 changed_tasks=list(seen.changed_tasks),
+                warnings=list(seen.warnings),
             )
             if not host.succeeded:
                 # a rescued failure leaves a failed event behind but no failure in the stats: only report real ones

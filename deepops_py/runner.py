@@ -450,6 +450,9 @@ def print_summary(result: RunResult, console=None) -> None:
                 for task in host.changed_tasks:
                     console.print(f"  - {escape(task)}", highlight=False)
     for name, host in sorted(result.hosts.items()):
+        for warning in host.warnings:
+            console.print(f"[yellow]Warning[/yellow] on [bold]{escape(name)}[/bold]: {escape(warning)}", highlight=False)
+    for name, host in sorted(result.hosts.items()):
         if not host.succeeded:
             what = "unreachable" if host.unreachable else "failed"
             console.print(

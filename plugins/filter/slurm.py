@@ -10,7 +10,6 @@
 ``slurm_accounting_tres``  records -> ``gres/gpu,gres/gpu:1g.10gb,gres/gpu:h100``
 ``slurm_partition_lines``  partition dicts -> ``PartitionName=...`` lines
 ``slurm_conf_lines``  {key: value} -> ``Key=value`` lines (lists joined with commas)
-``slurm_qos_changes``  wanted QOS + ``sacctmgr show qos`` -> what to add and modify
 ``slurm_nodes_to_resume``  ``sinfo`` + hosts + reasons -> nodes to resume
 
 The logic lives in ``plugins/module_utils/slurm_conf.py`` (pure Python, unit tested).
@@ -33,7 +32,6 @@ _FILTERS = (
     "slurm_accounting_tres",
     "slurm_partition_lines",
     "slurm_conf_lines",
-    "slurm_qos_changes",
     "slurm_nodes_to_resume",
 )
 

@@ -355,47 +355,6 @@ def slurm_conf_lines(settings: Mapping[str, Any]) -> list[str]:
     return lines
 
 
-def _qos_fields(qos: Mapping[str, Any]) -> dict[str, str]:
-    preempt = qos.get("preempt") or []
-    if isinstance(preempt, str):
-        preempt = [item for item in preempt.split(",") if item]
-    return {
-        "priority": str(int(qos.get("priority", 0))),
-        "preempt": ",".join(sorted(preempt)),
-        "preemptmode": str(qos.get("preempt_mode") or "cluster").lower(),
-    }
-
-
-def slurm_qos_changes(wanted: Iterable[Mapping[str, Any]], shown: str) -> dict[str, Any]:
-    """What sacctmgr must do so the QOS match ``wanted``.
-
-    ``shown`` is ``sacctmgr -nP show qos format=name,priority,preempt,preemptmode``.
-    Returns ``{'add': [names], 'modify': [[name, 'priority=..', ...]]}``;
-    both empty when nothing differs.
-    """
-    current: dict[str, dict[str, str]] = {}
-    for row in (shown or "").splitlines():
-        fields = row.split("|")
-        if len(fields) >= 4 and fields[0]:
-            current[fields[0]] = {
-                "priority": fields[1] or "0",
-                "preempt": ",".join(sorted(item for item in fields[2].split(",") if item)),
-                "preemptmode": fields[3].lower() or "cluster",
-            }
-    add, modify = [], []
-    for qos in wanted:
-        name = str(qos["name"])
-        fields = _qos_fields(qos)
-        if name not in current:
-            add.append(name)
-        if current.get(name) != fields:
-            modify.append(
-                [name, f"priority={fields['priority']}", f"preempt={fields['preempt']}",
-                 f"preemptmode={fields['preemptmode']}"]
-            )
-    return {"add": add, "modify": modify}
-
-
 def slurm_nodes_to_resume(sinfo: str, hosts: Iterable[str], reasons: Iterable[str]) -> list[str]:
     """Nodes of ``hosts`` that are down or drained for one of ``reasons``.
 

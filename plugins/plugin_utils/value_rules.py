@@ -14,7 +14,7 @@ import re
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from ansible_collections.deepops.cluster.plugins.module_utils import mig_profiles
+from ansible_collections.deepops.cluster.plugins.module_utils import mig_profiles, slurm_accounting
 from ansible_collections.deepops.cluster.plugins.plugin_utils import yaml_files
 
 # Slurm object names (QOS, accounts, partitions): letters, digits, _ . -,
@@ -75,6 +75,35 @@ def _qos(item: Mapping[str, Any]) -> list[str]:
     if priority is not None and (not isinstance(priority, int) or isinstance(priority, bool) or priority < 0):
         problems.append(f"priority must be a whole number of at least 0, found {priority!r}")
     return problems
+
+
+def _names_in(item: Mapping[str, Any], key: str, what: str) -> list[str]:
+    value = item.get(key) or []
+    return [message for name in (value if isinstance(value, list) else [value]) for message in _slurm_name(name, what)]
+
+
+def _fairshare(item: Mapping[str, Any]) -> list[str]:
+    value = item.get("fairshare")
+    if value is None or yaml_files.is_opaque(value) or value == "parent":
+        return []
+    if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
+        return []
+    return [f"fairshare must be a whole number of at least 0 or 'parent', found {value!r}"]
+
+
+def _account(item: Mapping[str, Any]) -> list[str]:
+    problems = [] if "name" in item else ["needs a name"]
+    problems += _slurm_name(item.get("name")) + _names_in(item, "parent", "parent")
+    problems += _names_in(item, "qos", "qos") + _names_in(item, "default_qos", "default_qos")
+    return problems + _fairshare(item)
+
+
+def _account_user(item: Mapping[str, Any]) -> list[str]:
+    problems = [] if "name" in item else ["needs a name"]
+    problems += _slurm_name(item.get("name")) + _names_in(item, "accounts", "account")
+    problems += _names_in(item, "default_account", "default_account")
+    problems += _names_in(item, "qos", "qos") + _names_in(item, "default_qos", "default_qos")
+    return problems + _fairshare(item)
 
 
 def _partition(item: Mapping[str, Any]) -> list[str]:
@@ -140,6 +169,8 @@ RULES: dict[str, Rule] = {
     "slurm_min_job_age_seconds": _at_least(0),
     "slurm_default_qos": _slurm_name,
     "slurm_default_account": _slurm_name,
+    "slurm_accounts": _items(_account),
+    "slurm_account_users": _items(_account_user),
     "common_apt_proxy": _proxy_url,
     "ansible_host": _host_address,
     "mig_layout": _mig_layout,
@@ -167,8 +198,30 @@ def host_rules(variables: Mapping[str, Any]) -> list[tuple[str, str]]:
         names = [item.get("name") for item in qos if isinstance(item, Mapping)]
         if default not in names:
             problems.append(("slurm_default_qos", f"{default!r} is not one of slurm_qos ({', '.join(map(str, names)) or 'none'})"))
+    problems.extend(_accounting_tree(variables))
     problems.extend(("mig_layout", message) for message in _mig_layout_for_host(variables))
     return problems
+
+
+def _accounting_tree(variables: Mapping[str, Any]) -> list[tuple[str, str]]:
+    """The accounting tree as a whole (slurm_accounting's own consistency check):
+    parents declared or root, no cycles, users' accounts declared and their
+    default among them, QOS from slurm_qos. Left to run time when any part is
+    a template; entries without a name were reported where they are defined."""
+    names = ("slurm_qos", "slurm_accounts", "slurm_account_users", "slurm_default_account", "slurm_default_qos")
+    values = [variables.get(name) for name in names]
+    if any(value is None or yaml_files.is_opaque(value) or _concrete(value) != value for value in values):
+        return []
+    qos, accounts, users, default_account, default_qos = values
+    if not all(isinstance(value, list) for value in (qos, accounts, users)):
+        return []
+    named = [[item for item in value if isinstance(item, Mapping) and "name" in item] for value in (qos, accounts, users)]
+    try:
+        slurm_accounting.wanted_tree(*named, str(default_account), str(default_qos))
+    except slurm_accounting.AccountingError as error:
+        return [("slurm_account_users" if problem.startswith("user ") else "slurm_accounts", problem)
+                for problem in error.problems]
+    return []
 
 
 def _mig_layout_for_host(variables: Mapping[str, Any]) -> list[str]:

@@ -173,3 +173,11 @@ def test_a_changed_no_log_task_is_listed_as_changed():
     assert hosts["gpu02"].changed_tasks == ["Munge | Install the cluster key"] and hosts["gpu02"].changed == 1
     assert hosts["gpu01"].changed_tasks == [] and hosts["gpu01"].changed == 0
     assert hosts["ctl01"].changed_tasks == ["Munge | Install the cluster key"]
+
+
+def test_task_warnings_are_kept_per_host_once():
+    collector = EventCollector()
+    for _ in range(2):
+        collector.handle(event("runner_on_ok", "ctl", "Accounts", res={"changed": False, "warnings": ["kept: bob@users "]}))
+    collector.handle(event("playbook_on_stats", ok={"ctl": 2}, changed={}, failures={}, dark={}, skipped={}, rescued={}, ignored={}))
+    assert collector.host_results()["ctl"].warnings == ["Accounts: kept: bob@users"]

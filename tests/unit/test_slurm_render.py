@@ -160,16 +160,6 @@ def test_inconsistent_cpu_topology_keeps_only_cpus():
     assert lines(render("slurm.conf.j2", facts), "NodeName=") == ["NodeName=vm01 CPUs=6 RealMemory=6976 State=UNKNOWN"]
 
 
-def test_qos_changes():
-    wanted = yaml.safe_load((ROLE / "defaults" / "main.yml").read_text())["slurm_qos"]
-    fresh = slurm.slurm_qos_changes(wanted, "normal|0||cluster\n")
-    assert fresh["add"] == ["high", "low"]
-    assert [row[0] for row in fresh["modify"]] == ["high", "normal", "low"]
-    assert fresh["modify"][0] == ["high", "priority=1000", "preempt=low", "preemptmode=cluster"]
-    done = slurm.slurm_qos_changes(wanted, "normal|100||cluster\nhigh|1000|low|cluster\nlow|10||cluster\n")
-    assert done == {"add": [], "modify": []}
-
-
 def test_nodes_to_resume():
     sinfo = "gpu01|down*|Not responding\ngpu02|drain|maintenance\ngpu03|down|Node unexpectedly rebooted\nx|down|Not responding\ngpu04|idle|none"
     assert slurm.slurm_nodes_to_resume(sinfo, ["gpu01", "gpu02", "gpu03", "gpu04"], ["Not responding", "Node unexpectedly rebooted"]) == ["gpu01", "gpu03"]
