@@ -37,6 +37,10 @@ def check(write_inventory, group_vars: str = "", more_hosts: str = ""):
         ("nccl_tests_sha256: abc", "nccl_tests_sha256: 'abc' is not a sha256 checksum"),
         ('nccl_tests_url: "ftp://mirror/nccl-tests.tgz"', "nccl_tests_url: 'ftp://mirror/nccl-tests.tgz' is not an http(s)"),
         ("nccl_tests_cuda_archs: ['90', 'sm_80']", "nccl_tests_cuda_archs: item 2: 'sm_80' is not a compute capability"),
+        ('slurm_srun_port_range: "60001"', "slurm_srun_port_range: '60001' is not a port range"),
+        ("cluster_users: [{name: a, uid: 2001}, {name: b, uid: 2001}]", "cluster_users: item 2 (b): uid 2001 is already item 1 (a)'s"),
+        ("cluster_users: [{uid: 2001}]", "cluster_users: item 1: missing required key 'name'"),
+        ("cluster_users: [{name: a, uid: '2001'}]", "cluster_users: item 1: uid: expected int"),
     ],
 )
 def test_bad_values_are_exit_2(write_inventory, group_vars, expected):
