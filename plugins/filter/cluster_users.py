@@ -5,6 +5,8 @@ of the hosts' declared users with their local users and groups (each host's
 ``cluster_users`` against its ``getent`` output, registered by the preflight).
 ``cluster_users | deepops.cluster.cluster_users_record(saved_text, passwd_text)``
 -> ``{users: [...to record], undeclared: [...]}``.
+``cluster_users | deepops.cluster.cluster_users_key_files(home_base[, existing_names])``
+-> the ``managed_files`` entries of the users' ~/.ssh and authorized_keys.
 
 The logic lives in ``plugins/module_utils/cluster_users.py``.
 """
@@ -40,6 +42,13 @@ def cluster_users_record(entries: Any, saved: Any, passwd: Any) -> dict[str, lis
     return cluster_users.record(entries, str(saved or ""), str(passwd or ""))
 
 
+def cluster_users_key_files(entries: Any, base: Any = "/home", existing: Any = None) -> list[dict]:
+    if not isinstance(entries, list):
+        raise AnsibleFilterError(f"cluster_users_key_files expects the cluster_users list, got {type(entries).__name__}")
+    return cluster_users.key_files(entries, str(base), None if existing is None else [str(name) for name in existing])
+
+
 class FilterModule:
     def filters(self) -> dict[str, Any]:
-        return {"cluster_users_host_problems": cluster_users_host_problems, "cluster_users_record": cluster_users_record}
+        return {"cluster_users_host_problems": cluster_users_host_problems, "cluster_users_record": cluster_users_record,
+                "cluster_users_key_files": cluster_users_key_files}

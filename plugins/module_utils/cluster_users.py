@@ -124,3 +124,30 @@ def record(entries: Sequence[Mapping[str, Any]], saved: str, passwd: str) -> dic
     present = {fields[0] for fields in _table(passwd)}
     undeclared = sorted(({str(name) for name in earlier if isinstance(name, str)} - set(declared)) & present)
     return {"users": sorted(set(declared) | set(undeclared)), "undeclared": undeclared}
+
+
+AUTHORIZED_KEYS_HEADER = "# Managed by deepops (cluster_users): edits are replaced on the next deploy.\n"
+
+
+def home_of(entry: Mapping[str, Any], base: str = "/home") -> str:
+    return str(entry.get("home") or f"{base.rstrip('/')}/{entry.get('name')}")
+
+
+def key_files(entries: Sequence[Mapping[str, Any]], base: str = "/home", existing: Sequence[str] | None = None) -> list[dict]:
+    """deepops.cluster.managed_files entries: ~/.ssh and ~/.ssh/authorized_keys of each user with keys.
+
+    EXISTING, when given, limits them to those users (check mode: a user the
+    run would create cannot own files yet).
+    """
+    files: list[dict] = []
+    for entry in entries:
+        keys = [str(key).strip() for key in entry.get("ssh_keys") or []]
+        name = str(entry.get("name"))
+        if not keys or (existing is not None and name not in existing):
+            continue
+        home = home_of(entry, base)
+        owner = {"owner": name, "group": name}
+        files.append({"path": f"{home}/.ssh", "state": "directory", "mode": "0700", **owner})
+        files.append({"path": f"{home}/.ssh/authorized_keys", "mode": "0600", **owner,
+                      "content": AUTHORIZED_KEYS_HEADER + "".join(f"{key}\n" for key in keys)})
+    return files

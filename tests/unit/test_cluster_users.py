@@ -71,3 +71,15 @@ def test_record_keeps_undeclared_users_while_they_exist():
     assert result == {"users": ["alice", "bob", "carol"], "undeclared": ["alice", "bob"]}
     assert cluster_users.record([{"name": "alice", "uid": 2001}], "", PASSWD) == {"users": ["alice"], "undeclared": []}
     assert cluster_users.record([], "not json", PASSWD) == {"users": [], "undeclared": []}
+
+
+def test_key_files_for_users_with_keys():
+    entries = [{"name": "alice", "uid": 2001, "ssh_keys": [KEY + "  "]}, {"name": "carol", "uid": 2002},
+               {"name": "dave", "uid": 2003, "home": "/srv/dave", "ssh_keys": [KEY]}]
+    files = cluster_users.key_files(entries)
+    assert [entry["path"] for entry in files] == [
+        "/home/alice/.ssh", "/home/alice/.ssh/authorized_keys", "/srv/dave/.ssh", "/srv/dave/.ssh/authorized_keys"]
+    assert files[1]["content"] == cluster_users.AUTHORIZED_KEYS_HEADER + KEY + "\n"
+    assert (files[1]["owner"], files[1]["mode"], files[0]["mode"]) == ("alice", "0600", "0700")
+    # check mode: only users that exist already
+    assert [entry["path"] for entry in cluster_users.key_files(entries, existing=["dave"])][0] == "/srv/dave/.ssh"
