@@ -42,11 +42,18 @@ def _computes(cluster) -> list[str]:
 
 @pytest.fixture(scope="module")
 def deployed(cluster):
-    """The session cluster, deployed (the modules before this one normally did it)."""
+    """The session cluster, deployed (the modules before this one normally did it), where alice
+    has a Slurm association (AccountingStorageEnforce=associations); one made here goes again after."""
     assert LOGIN in cluster.hostvars(), "the session cluster starts with 'virtual up --login'"
     if _alice(cluster, "sinfo --noheader", check=False).returncode != 0:
         cluster.deepops("deploy", "--json", timeout=2400, check=True)
-    return cluster
+    show = f"sacctmgr --noheader --parsable2 show association where user={USER} format=account"
+    added = not cluster.ssh(CONTROLLER, show).stdout.strip()
+    if added:
+        cluster.ssh(CONTROLLER, f"sacctmgr --immediate add user {USER} account=users")
+    yield cluster
+    if added:
+        cluster.ssh(CONTROLLER, f"sacctmgr --immediate delete user {USER}", check=False)
 
 
 def test_login_node_is_only_a_client(deployed):

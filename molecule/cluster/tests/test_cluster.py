@@ -124,6 +124,9 @@ def test_login_node_is_configless_through_sackd():
 def test_ordinary_user_runs_jobs_from_the_login_node():
     login = _node(LOGINS[0])
     assert login.check_output("id -u alice") == "2001"
+    # AccountingStorageEnforce=associations: alice needs one (in the default account) to submit.
+    _controller().run("sacctmgr --immediate add user alice account=users")
+    assert _controller().check_output("sacctmgr --noheader --parsable2 show association where user=alice format=account")
 
     def as_alice(command: str) -> str:
         return login.check_output(f"su - alice -c {command!r}")
