@@ -770,6 +770,7 @@ def virtual() -> None:
     Examples:
       deepops virtual up && deepops deploy
       deepops virtual up --compute 3 --gpus h100:8 --gpus a100:4 --gpus l40s:1
+      deepops virtual up --login  # plus login01, a login node of its own
       deepops virtual down
     """
 
@@ -786,13 +787,15 @@ def virtual() -> None:
 @click.option(
     "--image", type=click.Choice([release.slug for release in platforms.tested_releases()]), default="debian12", show_default=True
 )
+@click.option("--login", is_flag=True,
+              help="Also a login node, login01 (no GPUs, group slurm_login); without it the controller is the login node.")
 @json_option
 @handle_errors
-def virtual_up(compute, gpus, image, as_json) -> None:
+def virtual_up(compute, gpus, image, login, as_json) -> None:
     """Create (or complete) the virtual cluster. Safe to re-run."""
     from deepops_py.virtual import cluster
 
-    spec = cluster.ClusterSpec.from_options(compute=compute, gpus=gpus, image=image)
+    spec = cluster.ClusterSpec.from_options(compute=compute, gpus=gpus, image=image, login=login)
     state = cluster.up(spec)
     if as_json:
         click.echo(json.dumps(state.as_dict(), indent=2))

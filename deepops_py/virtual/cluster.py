@@ -29,6 +29,7 @@ APT_CACHE = "deepops-aptcache"  # the cache's name on the cluster network, whate
 APT_CACHE_PORT = 3142
 DEFAULT_CLUSTER_NAME = "deepops"
 CONTROLLER = "ctl01"
+LOGIN = "login01"  # with --login: a login node of its own, no GPUs
 DEFAULT_GPUS = (GpuSpec("h100", 8), GpuSpec("a100", 4))
 MAX_COMPUTE = 32
 READY_TIMEOUT_S = 120
@@ -51,7 +52,7 @@ SYSTEMD_RUN_OPTIONS = (
 @dataclass(frozen=True)
 class NodeSpec:
     name: str
-    role: str  # "controller" or "compute"
+    role: str  # "controller", "compute" or "login"
     gpus: GpuSpec | None
 
 
@@ -62,19 +63,22 @@ class ClusterSpec:
     compute: int
     gpus: tuple[GpuSpec, ...]
     image: str
+    login: bool = False
 
     @classmethod
-    def from_options(cls, *, compute: int = 2, gpus: Sequence[str] = (), image: str = "debian12") -> ClusterSpec:
+    def from_options(cls, *, compute: int = 2, gpus: Sequence[str] = (), image: str = "debian12",
+                     login: bool = False) -> ClusterSpec:
         if not 1 <= compute <= MAX_COMPUTE:
             raise InputError(f"--compute {compute}: must be from 1 to {MAX_COMPUTE}")
         if image not in IMAGE_NAMES:
             raise InputError(f"--image {image!r}: choose one of {', '.join(IMAGE_NAMES)}")
         parsed = tuple(GpuSpec.parse(text) for text in gpus) or DEFAULT_GPUS
-        return cls(compute=compute, gpus=parsed, image=image)
+        return cls(compute=compute, gpus=parsed, image=image, login=login)
 
     def nodes(self) -> list[NodeSpec]:
         computes = [NodeSpec(f"gpu{i + 1:02d}", "compute", self.gpus[i % len(self.gpus)]) for i in range(self.compute)]
-        return [NodeSpec(CONTROLLER, "controller", None), *computes]
+        logins = [NodeSpec(LOGIN, "login", None)] if self.login else []
+        return [NodeSpec(CONTROLLER, "controller", None), *computes, *logins]
 
 
 @dataclass
@@ -308,7 +312,7 @@ def up(spec: ClusterSpec) -> ClusterState:
     _write_if_changed(
         files.inventory,
         inventory.render_inventory(endpoints, key_path=files.key, known_hosts_path=files.known_hosts,
-                                   apt_proxy=_apt_proxy_url()),
+                                   apt_proxy=_apt_proxy_url(), user_public_key=public_key),
         changes,
     )
     state = status()
@@ -474,7 +478,7 @@ def _endpoint(name: str, public_key: str, changes: list[str]) -> inventory.Endpo
     if public_key.strip() not in authorized:
         docker.run(["cp", "-", f"{_container(name)}:/"], input=payload.node_tar(name, public_key, None))
         changes.append(f"installed the SSH key on {name}")
-    role = "controller" if name == CONTROLLER else "compute"
+    role = {CONTROLLER: "controller", LOGIN: "login"}.get(name, "compute")
     return inventory.Endpoint(name, role, docker.published_port(_container(name)), host_key)
 
 

@@ -19,12 +19,18 @@ class Endpoint:
     """How Ansible reaches one virtual node."""
 
     name: str
-    role: str  # "controller" or "compute"
+    role: str  # "controller", "compute" or "login"
     port: int
     host_key: str  # "ssh-ed25519 AAAA..." (no comment)
 
 
-def render_inventory(endpoints: Sequence[Endpoint], *, key_path: Path, known_hosts_path: Path, apt_proxy: str) -> str:
+# The ordinary user every virtual cluster declares (cluster_users), for trying
+# and testing jobs as someone other than root; ssh in as alice with the cluster's key.
+USER = {"name": "alice", "uid": 2001, "gid": 2001}
+
+
+def render_inventory(endpoints: Sequence[Endpoint], *, key_path: Path, known_hosts_path: Path, apt_proxy: str,
+                     user_public_key: str = "") -> str:
     ssh_args = f"-o UserKnownHostsFile={known_hosts_path} -o StrictHostKeyChecking=yes -o IdentitiesOnly=yes"
     hosts = {
         endpoint.name: {
@@ -70,11 +76,13 @@ def render_inventory(endpoints: Sequence[Endpoint], *, key_path: Path, known_hos
                 # written in a container (real hosts keep the driver's
                 # /proc/driver/nvidia-caps/mig-minors).
                 "nvidia_mig_minors_path": "/run/deepops/simulated-gpus/mig-minors",
+                "cluster_users": [{**USER, **({"ssh_keys": [user_public_key.strip()]} if user_public_key.strip() else {})}],
             },
             "hosts": hosts,
             "children": {
                 "slurm_controller": members("controller"),
-                "slurm_login": members("controller"),
+                # A login node of its own with 'virtual up --login', else the controller.
+                "slurm_login": members("login" if any(endpoint.role == "login" for endpoint in endpoints) else "controller"),
                 "monitoring": members("controller"),
                 "slurm_compute": members("compute"),
             },

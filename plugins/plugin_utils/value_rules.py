@@ -14,7 +14,7 @@ import re
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from ansible_collections.deepops.cluster.plugins.module_utils import mig_profiles, slurm_accounting
+from ansible_collections.deepops.cluster.plugins.module_utils import cluster_users, mig_profiles, slurm_accounting
 from ansible_collections.deepops.cluster.plugins.plugin_utils import yaml_files
 
 # Slurm object names (QOS, accounts, partitions): letters, digits, _ . -,
@@ -146,6 +146,13 @@ def _host_address(value: Any) -> list[str]:
     return []
 
 
+def _port_range(value: Any) -> list[str]:
+    match = re.fullmatch(r"([0-9]{1,5})-([0-9]{1,5})", value) if isinstance(value, str) else None
+    if isinstance(value, str) and not (match and 1024 <= int(match[1]) <= int(match[2]) <= 65535):
+        return [f"{value!r} is not a port range FIRST-LAST within 1024-65535"]
+    return []
+
+
 def _mig_layout(value: Any) -> list[str]:
     """The layout's form (named layout, or GPU index/all -> profiles); the model is checked per host."""
     return mig_profiles.shape_problems(_concrete(value))
@@ -171,6 +178,8 @@ RULES: dict[str, Rule] = {
     "slurm_default_account": _slurm_name,
     "slurm_accounts": _items(_account),
     "slurm_account_users": _items(_account_user),
+    "slurm_srun_port_range": _port_range,
+    "cluster_users": lambda value: cluster_users.entry_problems(_concrete(value)),
     "common_apt_proxy": _proxy_url,
     "ansible_host": _host_address,
     "mig_layout": _mig_layout,

@@ -126,7 +126,7 @@ def cluster(tmp_path_factory) -> Cluster:
     state_dir.mkdir(parents=True, exist_ok=True)
     cluster = Cluster(state_dir)
     cluster.deepops("virtual", "down")  # start from nothing left by an earlier, interrupted session
-    cluster.deepops("virtual", "up", timeout=1800, check=True)
+    cluster.deepops("virtual", "up", "--login", timeout=1800, check=True)  # login01: test_login.py
     yield cluster
     if os.environ.get("DEEPOPS_KEEP_CLUSTER") != "1":
         cluster.deepops("virtual", "down")

@@ -41,6 +41,10 @@ def check(write_inventory, group_vars: str = "", more_hosts: str = ""):
         ("slurm_node_features: ib", "slurm_node_features"),
         ("slurm_over_time_limit_minutes: -1", "slurm_over_time_limit_minutes: must be at least 0"),
         ("slurm_enforce_part_limits: SOME", "slurm_enforce_part_limits"),
+        ('slurm_srun_port_range: "60001"', "slurm_srun_port_range: '60001' is not a port range"),
+        ("cluster_users: [{name: a, uid: 2001}, {name: b, uid: 2001}]", "cluster_users: item 2 (b): uid 2001 is already item 1 (a)'s"),
+        ("cluster_users: [{uid: 2001}]", "cluster_users: item 1: missing required key 'name'"),
+        ("cluster_users: [{name: a, uid: '2001'}]", "cluster_users: item 1: uid: expected int"),
     ],
 )
 def test_bad_values_are_exit_2(write_inventory, group_vars, expected):

@@ -305,3 +305,22 @@ def test_a_runs_summary_hints_at_virtual_up_for_an_unreachable_host(virtual_inve
         result = CliRunner().invoke(main, command)
         assert result.exit_code == 1, result.output
         assert result.stderr.strip().splitlines()[-1] == STALE_HINT
+
+
+def test_login_adds_a_login_node_without_gpus():
+    spec = cluster.ClusterSpec.from_options(compute=2, login=True)
+    assert [(node.name, node.role, node.gpus) for node in spec.nodes()][-1] == ("login01", "login", None)
+    assert "login01" not in [node.name for node in cluster.ClusterSpec.from_options(compute=2).nodes()]
+
+
+def test_inventory_with_a_login_node_puts_it_alone_in_slurm_login(tmp_path):
+    endpoints = [*ENDPOINTS, inventory.Endpoint("login01", "login", 32771, "ssh-ed25519 AAAAlogin")]
+    text = inventory.render_inventory(endpoints, key_path=tmp_path / "k", known_hosts_path=tmp_path / "kh", apt_proxy="",
+                                      user_public_key="ssh-ed25519 AAAAuser deepops-virtual\n")
+    document = yaml.safe_load(text)["all"]
+    assert list(document["children"]["slurm_login"]["hosts"]) == ["login01"]
+    assert list(document["children"]["slurm_controller"]["hosts"]) == ["ctl01"]
+    assert "login01" not in document["children"]["slurm_compute"]["hosts"]
+    # the ordinary user of every virtual cluster, reachable with the cluster's key
+    assert document["vars"]["cluster_users"] == [
+        {"name": "alice", "uid": 2001, "gid": 2001, "ssh_keys": ["ssh-ed25519 AAAAuser deepops-virtual"]}]

@@ -22,6 +22,7 @@ RUNNER = testinfra.utils.ansible_runner.AnsibleRunner(INVENTORY)
 testinfra_hosts = RUNNER.get_hosts("all")
 CONTROLLERS = RUNNER.get_hosts("slurm_controller")
 COMPUTES = sorted(RUNNER.get_hosts("slurm_compute"))
+LOGINS = RUNNER.get_hosts("slurm_login")
 # "h100:4 l40s:2" -> {"gpu01": ("h100", 4), "gpu02": ("l40s", 2)}
 GPUS = {
     f"gpu{index:02d}": (model, int(count))
@@ -44,6 +45,7 @@ def _controller():
 def test_inventory_is_the_cluster_the_scenario_asked_for():
     assert CONTROLLERS == ["ctl01"]
     assert COMPUTES == sorted(GPUS)
+    assert LOGINS == ["login01"]  # create.yml: virtual up --login
 
 
 def test_slurm_from_the_images_debian_release(host):
@@ -100,7 +102,7 @@ def test_munge_key_private_to_munge(host):
 
 def test_munge_key_identical_on_every_node():
     digests = {name: _node(name).check_output("sha256sum /etc/munge/munge.key").split()[0] for name in testinfra_hosts}
-    assert len(digests) == 3
+    assert len(digests) == 1 + len(COMPUTES) + len(LOGINS)
     assert len(set(digests.values())) == 1, digests
 
 
@@ -108,3 +110,35 @@ def test_munge_key_identical_on_every_node():
 def test_munge_credential_from_controller_decodes_on(name):
     credential = _controller().check_output("munge -n")
     assert _node(name).run(f"echo {credential} | unmunge").rc == 0
+
+
+def test_login_node_is_configless_through_sackd():
+    login = _node(LOGINS[0])
+    assert login.service("sackd").is_running
+    assert not login.service("slurmd").is_running
+    assert not login.file("/etc/slurm/slurm.conf").exists
+    fetched = login.check_output("sha256sum < /run/slurm/conf/slurm.conf")
+    assert fetched == _controller().check_output("sha256sum < /etc/slurm/slurm.conf")
+
+
+def test_ordinary_user_runs_jobs_from_the_login_node():
+    login = _node(LOGINS[0])
+    assert login.check_output("id -u alice") == "2001"
+    # AccountingStorageEnforce=associations: alice needs one (in the default account) to submit.
+    _controller().run("sacctmgr --immediate add user alice account=users")
+    assert _controller().check_output("sacctmgr --noheader --parsable2 show association where user=alice format=account")
+
+    def as_alice(command: str) -> str:
+        return login.check_output(f"su - alice -c {command!r}")
+
+    assert sorted(set(as_alice("sinfo --noheader --Node --format=%N").split())) == COMPUTES
+    assert as_alice("timeout 120 srun --nodes=1 --time=2 hostname") in COMPUTES
+    assert as_alice("timeout 120 salloc --nodes=1 --time=2 srun printenv SLURM_JOB_USER") == "alice"
+    job = as_alice("timeout 120 sbatch --wait --parsable --time=2 --output=/dev/null --wrap true").split(";")[0]
+    assert as_alice("squeue --noheader --me --format=%i") == ""  # the job is done, nothing of alice's left
+    for _ in range(30):  # slurmdbd stores the record shortly after the job ends
+        record = as_alice(f"sacct -X -n -P -j {job} -o State,User")
+        if record:
+            break
+        login.run("sleep 2")
+    assert record == "COMPLETED|alice"

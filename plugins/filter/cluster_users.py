@@ -1,0 +1,54 @@
+"""Jinja filters of the cluster_users role.
+
+``hostvars_list | deepops.cluster.cluster_users_host_problems`` -> every clash
+of the hosts' declared users with their local users and groups (each host's
+``cluster_users`` against its ``getent`` output, registered by the preflight).
+``cluster_users | deepops.cluster.cluster_users_record(saved_text, passwd_text)``
+-> ``{users: [...to record], undeclared: [...]}``.
+``cluster_users | deepops.cluster.cluster_users_key_files(home_base[, existing_names])``
+-> the ``managed_files`` entries of the users' ~/.ssh and authorized_keys.
+
+The logic lives in ``plugins/module_utils/cluster_users.py``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from ansible.errors import AnsibleFilterError
+from ansible_collections.deepops.cluster.plugins.module_utils import cluster_users
+
+
+def cluster_users_host_problems(hosts: Any) -> list[str]:
+    if not isinstance(hosts, list):
+        raise AnsibleFilterError(f"cluster_users_host_problems expects a list of hostvars, got {type(hosts).__name__}")
+    problems = []
+    for variables in hosts:
+        if not isinstance(variables, Mapping):
+            continue
+        problems += cluster_users.host_problems(
+            str(variables.get("inventory_hostname")),
+            list(variables.get("cluster_users") or []),
+            str((variables.get("__cluster_users_passwd") or {}).get("stdout", "")),
+            str((variables.get("__cluster_users_group") or {}).get("stdout", "")),
+        )
+    return problems
+
+
+def cluster_users_record(entries: Any, saved: Any, passwd: Any) -> dict[str, list[str]]:
+    if not isinstance(entries, list):
+        raise AnsibleFilterError(f"cluster_users_record expects the cluster_users list, got {type(entries).__name__}")
+    return cluster_users.record(entries, str(saved or ""), str(passwd or ""))
+
+
+def cluster_users_key_files(entries: Any, base: Any = "/home", existing: Any = None) -> list[dict]:
+    if not isinstance(entries, list):
+        raise AnsibleFilterError(f"cluster_users_key_files expects the cluster_users list, got {type(entries).__name__}")
+    return cluster_users.key_files(entries, str(base), None if existing is None else [str(name) for name in existing])
+
+
+class FilterModule:
+    def filters(self) -> dict[str, Any]:
+        return {"cluster_users_host_problems": cluster_users_host_problems, "cluster_users_record": cluster_users_record,
+                "cluster_users_key_files": cluster_users_key_files}
