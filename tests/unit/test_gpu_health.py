@@ -376,3 +376,36 @@ def test_fault_tool_refuses_what_it_cannot_do(node):
     assert bad.returncode == 6 and "No GPU 9" in bad.stderr
     assert subprocess.run([sys.executable, str(FAULT_TOOL), "melt", "0"], capture_output=True, text=True,
                           env=node.env).returncode == 2
+
+
+# --------------------------------------------------------------------------
+# deepops virtual fault: input
+
+
+@pytest.mark.parametrize(("fault", "gpu", "argv"), [
+    ("xid:79", None, ["xid", "0", "79"]),
+    ("XID:48", 3, ["xid", "3", "48"]),
+    ("ecc", 2, ["ecc", "2", "1"]),
+    ("ecc:5", None, ["ecc", "0", "5"]),
+    ("row-remap-pending", 1, ["row-remap-pending", "1"]),
+    ("row-remap-failure", None, ["row-remap-failure", "0"]),
+    ("clear", None, ["clear"]),
+    ("clear", 4, ["clear", "4"]),
+])
+def test_fault_requests_become_the_node_tools_arguments(fault, gpu, argv):
+    from deepops_py.virtual import cluster
+
+    request = cluster.FaultRequest.parse("gpu01", fault, gpu)
+    assert request.argv() == [cluster.FAULT_TOOL, *argv]
+
+
+@pytest.mark.parametrize("fault", ["xid", "xid:abc", "xid:0", "ecc:0", "ecc:x", "melt", "clear:1", "row-remap-pending:2"])
+def test_bad_faults_exit_2_before_docker_is_asked(fault, tmp_path, monkeypatch):
+    from click.testing import CliRunner
+
+    from deepops_py.cli import main
+
+    monkeypatch.setenv("DEEPOPS_STATE_DIR", str(tmp_path))
+    result = CliRunner().invoke(main, ["virtual", "fault", "gpu01", fault])
+    assert result.exit_code == 2, result.output
+    assert "fault" in result.output and "Traceback" not in result.output

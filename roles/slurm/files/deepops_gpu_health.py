@@ -48,7 +48,7 @@ import subprocess
 import sys
 import time
 import xml.etree.ElementTree as ET
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 
 REASON_PREFIX = "deepops-health:"
 REASON_MAX = 200  # keep Slurm's reason readable in sinfo -R
@@ -395,7 +395,7 @@ def load_config(path: str) -> dict:
             config.update(json.load(handle))
     except FileNotFoundError:
         pass
-    config["node"] = config["node"] or socket.gethostname().split(".")[0]
+    config["node"] = config["node"] or os.environ.get("SLURMD_NODENAME") or socket.gethostname().split(".")[0]
     config["critical_xids"] = [int(xid) for xid in config["critical_xids"]]
     config["timeout"] = float(config["timeout"])
     config["requeue"] = str(config["requeue"]).lower() in ("true", "1", "yes")
@@ -464,12 +464,14 @@ def clear_xids(config: dict) -> int:
 
 
 def main(argv: list[str]) -> int:
-    parser = argparse.ArgumentParser(prog="deepops-gpu-health", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(prog="deepops-gpu-health", description=__doc__.split("\n\n", maxsplit=1)[0])
     parser.add_argument("--config", default=os.environ.get("DEEPOPS_GPU_HEALTH_CONFIG", DEFAULT_CONFIG))
     parser.add_argument("--check", action="store_true", help="print what is found and would be done; change nothing")
     parser.add_argument("--json", action="store_true", help="print the result as JSON")
     parser.add_argument("--clear-xids", action="store_true", help="forget the XIDs seen (after a GPU reset)")
     options = parser.parse_args(argv)
+    # slurmd runs the check with a bare environment: find the tools where packages put them.
+    os.environ["PATH"] = os.environ.get("PATH") or "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
     config = load_config(options.config)
     try:
         if options.clear_xids:
