@@ -44,7 +44,8 @@ def _ctl(cluster, command: str, check: bool = True) -> str:
 
 def _node(cluster, host: str) -> tuple[str, str]:
     """(sinfo's short state, the reason) of HOST."""
-    line = _ctl(cluster, f"sinfo --noheader --Node --nodes={host} --format='%t|%E'").strip()
+    # One line per partition the node is in: the same state and reason on each.
+    line = _ctl(cluster, f"sinfo --noheader --Node --nodes={host} --format='%t|%E'").strip().splitlines()[0]
     state, _, reason = line.partition("|")
     return state, "" if reason == "none" else reason
 

@@ -104,7 +104,7 @@ def test_only_critical_xids_are_taken():
         "[ 102.0] usb 1-1: new device",
     ]
     assert health.parse_xids(lines, {79}) == [
-        {"pci": "0000:53:00.0", "xid": 79, "text": "pid='<unknown>', name=<unknown>, GPU has fallen off the bus."}]
+        {"pci": "0000:53:00.0", "xid": 79, "text": "GPU has fallen off the bus."}]
 
 
 # --------------------------------------------------------------------------

@@ -191,8 +191,9 @@ def parse_xids(lines, critical: set[int]) -> list[dict]:
     for line in lines:
         match = XID_LINE.search(line)
         if match and int(match.group("xid")) in critical:
-            found.append({"pci": normalize_pci(match.group("pci")), "xid": int(match.group("xid")),
-                          "text": match.group("text").strip()[:80]})
+            # The driver's "pid=..., name=..., " prefix names the process, not the fault.
+            text = re.sub(r"^(?:(?:pid|name)=[^,]*,\s*)+", "", match.group("text").strip())
+            found.append({"pci": normalize_pci(match.group("pci")), "xid": int(match.group("xid")), "text": text[:80]})
     return found
 
 
@@ -442,7 +443,7 @@ def check(config: dict, act: bool) -> dict:
             "gres_gpus": node.gres_gpus,
             "persistenced": persistenced,
             "faults": [asdict(fault) for fault in faults],
-            "action": decision.action if act else f"would {decision.action}",
+            "action": decision.action if act or decision.action == "none" else f"would {decision.action}",
             "reason": decision.reason,
             "note": decision.note,
             "requeued": requeued,
