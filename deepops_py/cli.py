@@ -814,6 +814,36 @@ def virtual_down() -> None:
         click.echo(line)
 
 
+@virtual.command("fault", context_settings=CONTEXT_SETTINGS)
+@click.argument("host")
+@click.argument("fault", metavar="FAULT")
+@click.option("--gpu", type=click.IntRange(0, None), default=None,
+              help="GPU index (default 0; for clear, every GPU).")
+@handle_errors
+def virtual_fault(host, fault, gpu) -> None:
+    """Make a simulated GPU of compute node HOST report a fault, or clear it.
+
+    \b
+    FAULT is one of:
+      xid:CODE           the driver's "NVRM: Xid (PCI:...): CODE, ..." line in the
+                         node's simulated kernel log (/run/deepops/simulated-gpus/kmsg)
+      ecc[:COUNT]        uncorrectable ECC errors (nvidia-smi -q -x and --query-gpu)
+      row-remap-pending  a row remapping pending (a GPU reset would apply it)
+      row-remap-failure  a row remapping failed
+      clear              what a GPU reset does: the faults are gone, and the node's
+                         GPU health check forgets the XIDs it saw
+
+    \b
+    Examples:
+      deepops virtual fault gpu01 xid:79 --gpu 0
+      deepops virtual fault gpu02 ecc:2 --gpu 3
+      deepops virtual fault gpu01 clear
+    """
+    from deepops_py.virtual import cluster
+
+    click.echo(cluster.fault(cluster.FaultRequest.parse(host, fault, gpu)))
+
+
 @virtual.command("status", context_settings=CONTEXT_SETTINGS)
 @click.option("--models", is_flag=True, help="List the GPU models that can be simulated.")
 @json_option

@@ -492,6 +492,67 @@ def _write_if_changed(path: Path, content: str, changes: list[str]) -> None:
 
 
 # --------------------------------------------------------------------------
+# fault: a simulated GPU reports an XID, ECC errors or a row remap
+
+
+FAULT_TOOL = "/usr/local/sbin/deepops-simulated-gpu-fault"  # payload.py installs it; it writes the stand-in's files
+FAULT_KINDS = ("xid:CODE", "ecc[:COUNT]", "row-remap-pending", "row-remap-failure", "clear")
+
+
+@dataclass(frozen=True)
+class FaultRequest:
+    """What ``virtual fault`` asks of one node's simulated GPU (GPU None: every GPU, for clear)."""
+
+    host: str
+    kind: str  # xid, ecc, row-remap-pending, row-remap-failure, clear
+    gpu: int | None
+    value: int | None = None
+
+    @classmethod
+    def parse(cls, host: str, fault: str, gpu: int | None) -> FaultRequest:
+        kind, _, value = fault.strip().lower().partition(":")
+        if kind == "xid":
+            if not value.isdigit() or not 1 <= int(value) <= 999:
+                raise InputError(f"fault {fault!r}: give the XID's number, for example xid:79")
+            return cls(host, kind, 0 if gpu is None else gpu, int(value))
+        if kind == "ecc":
+            if value and (not value.isdigit() or int(value) < 1):
+                raise InputError(f"fault {fault!r}: COUNT must be a whole number of 1 or more, for example ecc:2")
+            return cls(host, kind, 0 if gpu is None else gpu, int(value) if value else 1)
+        if kind in ("row-remap-pending", "row-remap-failure", "clear") and not value:
+            return cls(host, kind, gpu if kind == "clear" else (0 if gpu is None else gpu))
+        raise InputError(f"fault {fault!r}: expected one of {', '.join(FAULT_KINDS)}")
+
+    def argv(self) -> list[str]:
+        if self.kind == "clear":
+            return [FAULT_TOOL, "clear", *([] if self.gpu is None else [str(self.gpu)])]
+        extra = [] if self.value is None else [str(self.value)]
+        return [FAULT_TOOL, self.kind, str(self.gpu), *extra]
+
+
+def fault(request: FaultRequest) -> str:
+    """Inject (or clear) a fault on a running compute node's simulated GPU; returns what the node said."""
+    state = status()
+    node = next((node for node in state.nodes if node.name == request.host), None)
+    computes = ", ".join(node.name for node in state.nodes if node.gpus) or "none"
+    if node is None or not node.gpus:
+        raise InputError(f"{request.host}: no compute node of virtual cluster {cluster_name()!r} has that name "
+                         f"(nodes with simulated GPUs: {computes})")
+    count = GpuSpec.parse(node.gpus).count
+    if request.gpu is not None and not 0 <= request.gpu < count:
+        raise InputError(f"--gpu {request.gpu}: {request.host} has GPUs 0-{count - 1}")
+    if node.status != "running":
+        raise InputError(f"{request.host} is {node.status}: start it with 'deepops virtual up'")
+    result = docker.exec_(node.container, request.argv(), check=False, timeout=30)
+    if result.returncode == 127 or "No such file" in result.stderr:
+        raise DeepopsError(f"{request.host} has no {FAULT_TOOL}: its container predates 'virtual fault'; "
+                           "recreate the cluster (deepops virtual down && deepops virtual up)")
+    if result.returncode != 0:
+        raise DeepopsError(f"{request.host}: {(result.stderr or result.stdout).strip()}")
+    return result.stdout.strip()
+
+
+# --------------------------------------------------------------------------
 # down
 
 

@@ -76,6 +76,12 @@ def render_inventory(endpoints: Sequence[Endpoint], *, key_path: Path, known_hos
                 # written in a container (real hosts keep the driver's
                 # /proc/driver/nvidia-caps/mig-minors).
                 "nvidia_mig_minors_path": "/run/deepops/simulated-gpus/mig-minors",
+                # The GPU health check reads XIDs from the simulated GPUs'
+                # kernel log ('deepops virtual fault' writes it): containers
+                # cannot write or read the kernel's. A short interval keeps
+                # fault tests quick.
+                "slurm_health_check_kernel_log": "/run/deepops/simulated-gpus/kmsg",
+                "slurm_health_check_interval": 10,
                 "cluster_users": [{**USER, **({"ssh_keys": [user_public_key.strip()]} if user_public_key.strip() else {})}],
             },
             "hosts": hosts,

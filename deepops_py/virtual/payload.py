@@ -42,6 +42,8 @@ def gpu_files(spec: gpus.GpuSpec, node: str) -> dict[str, tuple[bytes, int]]:
         # dcgm-exporter stand-in at the package's path; the dcgm_exporter role configures and starts it.
         "usr/bin/dcgm-exporter": ((DATA_DIR / "dcgm-exporter").read_bytes(), 0o755),
         "usr/local/sbin/deepops-simulated-gpus": ((DATA_DIR / "deepops-simulated-gpus").read_bytes(), 0o755),
+        # 'deepops virtual fault' runs it: XIDs, ECC errors and row remaps on a simulated GPU.
+        "usr/local/sbin/deepops-simulated-gpu-fault": ((DATA_DIR / "deepops-simulated-gpu-fault").read_bytes(), 0o755),
         f"etc/systemd/system/{DEVICE_UNIT}": ((DATA_DIR / DEVICE_UNIT).read_bytes(), 0o644),
         "etc/deepops/simulated-gpus.json": (json.dumps(marker, indent=2).encode() + b"\n", 0o644),
         f"{GPU_DATA_DIR}/nvidia-smi-q.xml": (query_xml.encode(), 0o644),
