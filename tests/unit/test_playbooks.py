@@ -113,3 +113,49 @@ def test_fact_gathering_plays_carry_no_play_tags(name):
     for play in plays:
         if play.get("gather_facts", True):
             assert "tags" not in play, f"{name}: play {play.get('name')!r} gathers facts and has play tags"
+
+
+DYNAMIC_INCLUDES = ("ansible.builtin.include_tasks", "ansible.builtin.include_role")
+
+
+def _tasks_in(data) -> list[dict]:
+    """Every task of a task file or playbook, those inside blocks included."""
+    found = []
+    for item in data if isinstance(data, list) else []:
+        if not isinstance(item, dict):
+            continue
+        if "hosts" in item:  # a play
+            for section in ("pre_tasks", "tasks", "post_tasks", "handlers"):
+                found += _tasks_in(item.get(section))
+            continue
+        found.append(item)
+        for section in ("block", "rescue", "always"):
+            found += _tasks_in(item.get(section))
+    return found
+
+
+def _dynamic_includes() -> list[tuple[str, dict]]:
+    files = sorted((REPO / "roles").glob("*/tasks/*.yml")) + sorted(PLAYBOOKS.rglob("*.yml"))
+    return [
+        (f"{path.relative_to(REPO)}: {task.get('name')}", task)
+        for path in files
+        for task in _tasks_in(yaml.safe_load(path.read_text()))
+        if any(key in task for key in DYNAMIC_INCLUDES)
+    ]
+
+
+def test_a_tagged_dynamic_include_applies_its_tags_to_what_it_includes():
+    # Tags on include_tasks/include_role tag the include only: without
+    # apply, `--tags slurm_install` runs the include and none of its tasks.
+    # `always` is the exception: the included tasks keep their own tags.
+    wrong = []
+    for where, task in _dynamic_includes():
+        tags = task.get("tags") or []
+        tags = [tags] if isinstance(tags, str) else tags
+        if not tags or "always" in tags:
+            continue
+        arguments = next(task[key] for key in DYNAMIC_INCLUDES if key in task)
+        applied = ((arguments.get("apply") or {}) if isinstance(arguments, dict) else {}).get("tags") or []
+        if sorted(applied) != sorted(tags):
+            wrong.append(f"{where}: tags {tags}, apply tags {applied}")
+    assert not wrong, wrong
