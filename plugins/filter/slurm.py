@@ -11,6 +11,7 @@
 ``slurm_partition_lines``  partition dicts -> ``PartitionName=...`` lines
 ``slurm_conf_lines``  {key: value} -> ``Key=value`` lines (lists joined with commas)
 ``slurm_nodes_to_resume``  ``sinfo`` + hosts + reasons -> nodes to resume
+``slurm_node_states``  ``sinfo -N -o '%N|%T|%E'`` -> {node: [state, reason]}
 
 The logic lives in ``plugins/module_utils/slurm_conf.py`` (pure Python, unit tested).
 """
@@ -33,6 +34,7 @@ _FILTERS = (
     "slurm_partition_lines",
     "slurm_conf_lines",
     "slurm_nodes_to_resume",
+    "slurm_node_states",
 )
 
 

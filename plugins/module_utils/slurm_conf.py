@@ -355,6 +355,23 @@ def slurm_conf_lines(settings: Mapping[str, Any]) -> list[str]:
     return lines
 
 
+def slurm_node_states(sinfo: str | Iterable[str]) -> dict[str, list[str]]:
+    """``{node: [state, reason]}`` from ``sinfo -h -N -o '%N|%T|%E'`` output (text or its lines).
+
+    A node in several partitions is listed once per partition, with the same
+    state; a reason may itself hold ``|`` (it is the last field).
+    """
+    found: dict[str, list[str]] = {}
+    rows = sinfo.splitlines() if isinstance(sinfo, str) else list(sinfo or [])
+    for row in rows:
+        if "|" not in row:
+            continue
+        node, _sep, rest = row.partition("|")
+        state, _sep, reason = rest.partition("|")
+        found[node.strip()] = [state.strip(), reason]
+    return found
+
+
 def slurm_nodes_to_resume(sinfo: str, hosts: Iterable[str], reasons: Iterable[str]) -> list[str]:
     """Nodes of ``hosts`` that are down or drained for one of ``reasons``.
 

@@ -192,3 +192,9 @@ def test_a_node_without_features_gets_no_features_key():
 def test_a_declared_feature_slurm_would_parse_as_an_operator_is_refused(bad):
     with pytest.raises(slurm.SlurmConfError, match="node feature"):
         slurm.slurm_node_facts({"cpu01": _host_facts(None)}, 0, {"cpu01": [bad]})
+
+
+def test_node_states_from_sinfo_keep_a_reason_with_bars():
+    sinfo = "gpu01|idle|none\ngpu03|drained|deepops node remove\ngpu04|mixed|a|b reason\n\nnot a row"
+    assert slurm.slurm_node_states(sinfo) == slurm.slurm_node_states(sinfo.splitlines()) == {
+        "gpu01": ["idle", "none"], "gpu03": ["drained", "deepops node remove"], "gpu04": ["mixed", "a|b reason"]}
