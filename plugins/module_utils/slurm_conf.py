@@ -356,7 +356,7 @@ def slurm_conf_lines(settings: Mapping[str, Any]) -> list[str]:
 
 
 def slurm_node_states(sinfo: str | Iterable[str]) -> dict[str, list[str]]:
-    """``{node: [state, reason]}`` from ``sinfo -h -N -o '%N|%T|%E'`` output (text or its lines).
+    """``{node: [state, reason]}`` from ``sinfo -h -N -o '%N|%T|%E'`` (or ``%t``) output, text or its lines.
 
     A node in several partitions is listed once per partition, with the same
     state; a reason may itself hold ``|`` (it is the last field).
@@ -377,13 +377,10 @@ def slurm_nodes_to_resume(sinfo: str, hosts: Iterable[str], reasons: Iterable[st
 
     ``sinfo`` is ``sinfo -h -N -o '%N|%t|%E'`` output.
     """
-    wanted = set(hosts)
     reasons = list(reasons)
-    found = []
-    for row in (sinfo or "").splitlines():
-        node, _sep, rest = row.partition("|")
-        state, _sep, reason = rest.partition("|")
-        state = state.strip().rstrip("*~#!%$@^-")
-        if node in wanted and state in ("down", "drain", "drng") and any(reason.startswith(r) for r in reasons):
-            found.append(node)
-    return sorted(set(found))
+    states = slurm_node_states(sinfo)
+    return sorted(
+        node for node in set(hosts) & states.keys()
+        if states[node][0].rstrip("*~#!%$@^-") in ("down", "drain", "drng")
+        and any(states[node][1].startswith(r) for r in reasons)
+    )
