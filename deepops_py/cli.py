@@ -718,8 +718,9 @@ def status(inventory, timeout, as_json) -> None:
     monitoring host when it is another host): per node its Slurm state and
     reason, CPUs and GPUs allocated/total per GRES type (MIG profiles marked),
     running and pending jobs per partition, the alerts Alertmanager is sending
-    (active, not silenced or inhibited); then the last deploy and validate
-    runs recorded here (deepops runs). No playbook runs.
+    (active, not silenced or inhibited); where the REST API answers and how
+    to get a token for it; then the last deploy and validate runs recorded
+    here (deepops runs). No playbook runs.
 
     \b
     --json prints one object (schema_version 1):
@@ -734,6 +735,9 @@ def status(inventory, timeout, as_json) -> None:
                       jobs {running, pending, other}
       jobs            {running, pending, other} over all partitions
       alerts[]        name, severity, target (node or instance), summary, starts_at
+      rest_api        url, active (slurmrestd runs), token (the command that
+                      makes one); null when slurm_restd_enabled is false
+                      or the controller was not read
       runs            {deploy, validate}: id, command, start, duration, result, or null
       errors[]        source (controller, slurm, monitoring, alertmanager, runs),
                       host, message: what could not be read

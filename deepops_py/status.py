@@ -58,6 +58,12 @@ SLURM_COMMANDS: dict[str, list[str]] = {
     "partitions": ["scontrol", "--oneliner", "show", "partition"],
     "squeue": ["squeue", "--noheader", "--all", "--format", "|".join(SQUEUE_FIELDS)],
 }
+# The REST API (the slurm role's slurm_restd_*): whether slurmrestd runs on the
+# controller, and how a user gets a token for it.
+RESTD_COMMAND = ["systemctl", "is-active", "slurmrestd.service"]
+TOKEN_COMMAND = "scontrol token lifespan=3600"
+TOKEN_HEADERS = ("X-SLURM-USER-NAME", "X-SLURM-USER-TOKEN")
+
 # Only the alerts that notify: active, neither silenced nor inhibited.
 ALERTS_PATH = "/api/v2/alerts?active=true&silenced=false&inhibited=false"
 
@@ -457,6 +463,29 @@ def parse_alerts(body: str) -> list[Alert]:
 # the status
 
 
+def rest_api_url(listen: str, controller: str) -> str:
+    """Where clients reach slurmrestd, from its first slurm_restd_listen entry:
+    a socket as it is; an address on every interface as the controller's name."""
+    if listen.startswith("unix:"):
+        return listen
+    host, _sep, port = listen.rpartition(":")
+    host = host.strip("[]")
+    if host in ("", "0.0.0.0", "::"):
+        host = controller
+    return f"http://{'[' + host + ']' if ':' in host else host}:{port}"
+
+
+def _rest_api_settings(variables: Mapping[str, Any]) -> tuple[bool, str]:
+    """(enabled, first listen entry) from the controller's variables, else the role's defaults."""
+    enabled = variables.get("slurm_restd_enabled")
+    listen = variables.get("slurm_restd_listen")
+    if not isinstance(enabled, bool):
+        enabled = bool(_role_default("slurm", "slurm_restd_enabled"))
+    if not (isinstance(listen, list) and listen and isinstance(listen[0], str) and "{{" not in listen[0]):
+        listen = _role_default("slurm", "slurm_restd_listen")
+    return enabled, listen[0]
+
+
 @dataclass
 class Problem:
     """A source that could not be read."""
@@ -480,6 +509,7 @@ class Status:
     jobs: dict[str, int] | None = None  # running, pending, other: each job once, whatever its partitions
     alerts: list[Alert] | None = None
     alertmanager_url: str | None = None
+    rest_api: dict[str, Any] | None = None  # url, active, token: when the inventory enables it
     runs: dict[str, dict | None] = field(default_factory=dict)
     errors: list[Problem] = field(default_factory=list)
 
@@ -521,6 +551,7 @@ class Status:
             "jobs": self.jobs,
             "alertmanager": self.alertmanager_url,
             "alerts": None if self.alerts is None else [alert.as_dict() for alert in self.alerts],
+            "rest_api": self.rest_api,
             "runs": self.runs,
             "errors": [problem.as_dict() for problem in self.errors],
         }
@@ -675,8 +706,10 @@ def gather(cluster, *, timeout: float = 5.0, connect: Callable | None = None) ->
 
     am_request = alertmanager_request(cluster.hosts[monitoring].vars, Path(cluster.inventory)) if monitoring else None
     jobs: dict[str, dict[str, Any]] = {}
+    rest_enabled, rest_listen = _rest_api_settings(cluster.hosts[controller].vars) if controller else (False, "")
     if controller:
-        jobs[controller] = {"commands": SLURM_COMMANDS, "timeout": timeout}
+        commands = {**SLURM_COMMANDS, "restd": RESTD_COMMAND} if rest_enabled else SLURM_COMMANDS
+        jobs[controller] = {"commands": commands, "timeout": timeout}
     if monitoring and am_request is not None:
         jobs.setdefault(monitoring, {"timeout": timeout})["alertmanager"] = am_request
 
@@ -708,6 +741,10 @@ def gather(cluster, *, timeout: float = 5.0, connect: Callable | None = None) ->
             status.errors.append(Problem("controller", controller, f"{what} not read: {error}"))
         else:
             apply_slurm(status, data, controller)
+            if rest_enabled:
+                restd = data.get("restd") if isinstance(data.get("restd"), Mapping) else {}
+                status.rest_api = {"url": rest_api_url(rest_listen, controller),
+                                   "active": str(restd.get("stdout", "")).strip() == "active", "token": TOKEN_COMMAND}
     if monitoring is not None:
         data, error = answers[monitoring]
         if data is None:
@@ -789,6 +826,10 @@ def print_status(status: Status, console=None) -> None:
                 table.add_row(f"[{colour}]{escape(alert.name)}[/{colour}]", alert.severity or "-", alert.target or "-",
                               (alert.starts_at or "-")[:19], escape(alert.summary or ""))
             console.print(table)
+    if status.rest_api is not None:
+        state = "[green]slurmrestd active[/green]" if status.rest_api["active"] else "[red]slurmrestd not running[/red]"
+        console.print(f"REST API: {status.rest_api['url']} ({state}); a token: {status.rest_api['token']}, "
+                      f"sent as headers {' and '.join(TOKEN_HEADERS)}", highlight=False)
     for command in ("deploy", "validate"):
         record = status.runs.get(command)
         if record is None:

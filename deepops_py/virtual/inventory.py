@@ -82,6 +82,10 @@ def render_inventory(endpoints: Sequence[Endpoint], *, key_path: Path, known_hos
                 # fault tests quick.
                 "slurm_health_check_kernel_log": "/run/deepops/simulated-gpus/kmsg",
                 "slurm_health_check_interval": 10,
+                # A requeued job may start again only once the credentials of its
+                # first run expire (cred_expire, 120 s by default): shorter here,
+                # where a fault test requeues on purpose and nothing is far away.
+                "slurm_config": {"AuthInfo": "cred_expire=30"},
                 "cluster_users": [{**USER, **({"ssh_keys": [user_public_key.strip()]} if user_public_key.strip() else {})}],
             },
             "hosts": hosts,

@@ -153,6 +153,22 @@ def _port_range(value: Any) -> list[str]:
     return []
 
 
+def _listen_address(value: Any) -> list[str]:
+    """slurmrestd's listen forms: "unix:/absolute/path" or "[host]:port" (host optional)."""
+    if not isinstance(value, str) or yaml_files.is_opaque(value):
+        return []
+    if value.startswith("unix:"):
+        path = value[len("unix:"):]
+        if path.startswith("/") and not re.search(r"\s", path):
+            return []
+        return [f"{value!r}: a socket is unix:/absolute/path"]
+    host, sep, port = value.rpartition(":")
+    host = host[1:-1] if host.startswith("[") and host.endswith("]") else host
+    if sep and port.isdigit() and 1 <= int(port) <= 65535 and (host == "" or is_host_address(host)):
+        return []
+    return [f"{value!r} is not [host]:port (port 1-65535) or unix:/path"]
+
+
 def _mig_layout(value: Any) -> list[str]:
     """The layout's form (named layout, or GPU index/all -> profiles); the model is checked per host."""
     return mig_profiles.shape_problems(_concrete(value))
@@ -179,6 +195,7 @@ RULES: dict[str, Rule] = {
     "slurm_accounts": _items(_account),
     "slurm_account_users": _items(_account_user),
     "slurm_srun_port_range": _port_range,
+    "slurm_restd_listen": _each(_listen_address),
     "cluster_users": lambda value: cluster_users.entry_problems(_concrete(value)),
     "common_apt_proxy": _proxy_url,
     "ansible_host": _host_address,

@@ -18,8 +18,9 @@ CONTROLLER = "ctl01"
 NODE = "gpu01"
 OTHER = "gpu02"
 INTERVAL = 10  # slurm_health_check_interval of the virtual cluster (deepops_py/virtual/inventory.py)
-# A requeued job waits out Slurm's credential lifetime (120 s by default) before it may start again.
-REQUEUE_DELAY = 120
+# A requeued job waits out Slurm's credential lifetime before it may start again
+# (AuthInfo=cred_expire=30 on the virtual cluster: deepops_py/virtual/inventory.py).
+REQUEUE_DELAY = 30
 JOB = ("#!/bin/sh\n"
        "echo \"run ${SLURM_RESTART_COUNT:-0} on $(hostname)\"\n"
        "if [ \"${SLURM_RESTART_COUNT:-0}\" -eq 0 ]; then sleep 300; fi\n")

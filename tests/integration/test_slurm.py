@@ -12,6 +12,7 @@ import re
 import time
 from pathlib import Path
 
+import slurm_rest
 import yaml
 
 CONTROLLER = "ctl01"
@@ -121,6 +122,14 @@ def test_production_job_limits_are_set(cluster):
     assert config["MinJobAge"] == "300 sec"
 
 
+def test_rest_api_answers_with_a_token_and_refuses_without(cluster):
+    # slurmrestd on the controller, JWT only, reached from the login node.
+    slurm_rest.exercise(lambda command: cluster.ssh("login01", command).stdout,
+                        lambda command: _ctl(cluster, command), CONTROLLER, _computes(cluster))
+    # The signing key: on the controller for slurmctld only.
+    assert _ctl(cluster, "stat -c '%a %U' /etc/slurm/jwt_hs256.key").strip() == "600 slurm"
+
+
 def test_sacct_records_gpu_tres(cluster):
     job = _ctl(cluster, "sbatch --parsable --nodelist=gpu01 --gpus=2 --wrap='sleep 1'").strip()
     tres = ""
@@ -219,9 +228,11 @@ def test_secrets_never_reach_run_artifacts(cluster):
     key = (secrets / "munge.key").read_bytes()
     password = (secrets / "slurmdbd_db_password").read_text().split()[0].encode()
     assert len(password) >= 16
-    needles = [key, key[:64], password]
+    jwt_key = (secrets / "slurm_jwt_hs256.key").read_bytes()
+    assert len(jwt_key) == 32 and (secrets / "slurm_jwt_hs256.key").stat().st_mode & 0o777 == 0o600
+    needles = [key, key[:64], password, jwt_key]
     import base64
-    needles.append(base64.b64encode(key)[:64])
+    needles.extend([base64.b64encode(key)[:64], base64.b64encode(jwt_key)])
     runs = cluster.state_dir / "runs"
     files = [path for path in Path(runs).rglob("*") if path.is_file()]
     assert files, "no run artifacts to check"

@@ -85,6 +85,8 @@ def test_status_agrees_with_slurm_and_changes_nothing(deployed, gpu_job):
     # Alertmanager was read (what fires depends on earlier modules; each alert names itself)
     assert data["alertmanager"].startswith("https://") and isinstance(data["alerts"], list)
     assert all(alert["name"] for alert in data["alerts"])
+    # slurmrestd runs on the controller (roles/slurm, slurm_restd_enabled), and status says how to get a token.
+    assert data["rest_api"] == {"url": "http://ctl01:6820", "active": True, "token": "scontrol token lifespan=3600"}
 
     screen = deployed.deepops("status", timeout=60)
     assert screen.rc == 0 and job_node in screen.stdout and "Last deploy: ok" in screen.stdout, screen.stdout

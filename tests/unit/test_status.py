@@ -284,7 +284,8 @@ def test_gather_asks_a_separate_monitoring_host_for_alerts_only(tmp_path, monkey
 
     def connect(host, timeout):
         def answer(request):
-            out = {name: {"rc": 0, "stdout": recorded("slurm-22.05", f"{name}.txt"), "stderr": ""}
+            out = {name: {"rc": 0, "stdout": recorded("slurm-22.05", f"{name}.txt") if name in st.SLURM_COMMANDS
+                          else "active\n", "stderr": ""}
                    for name in request.get("commands", {})}
             if "alertmanager" in request:
                 out["alertmanager"] = {"url": "https://mon01:9093" + st.ALERTS_PATH, "status": 200, "body": "[]"}
@@ -299,6 +300,47 @@ def test_gather_asks_a_separate_monitoring_host_for_alerts_only(tmp_path, monkey
     assert set(sessions["mon01"].requests[0]) == {"alertmanager", "timeout"}
     assert sessions["mon01"].requests[0]["alertmanager"]["args_file"] == "/etc/default/prometheus-alertmanager"
     assert status.alerts == [] and len(status.nodes) == 2
+    # The REST API is on by default: slurmrestd's state is read with the rest.
+    assert sessions["ctl01"].requests[0]["commands"]["restd"] == st.RESTD_COMMAND
+    assert status.as_dict()["rest_api"] == {"url": "http://ctl01:6820", "active": True, "token": st.TOKEN_COMMAND}
+
+
+def test_gather_leaves_the_rest_api_out_when_the_inventory_turns_it_off(tmp_path, monkeypatch):
+    monkeypatch.setenv("DEEPOPS_STATE_DIR", str(tmp_path / "state"))
+    cluster = _cluster(tmp_path)
+    cluster.hosts["ctl01"] = Host("ctl01", ("slurm_controller",), "10.0.0.1", vars={"slurm_restd_enabled": False})
+    sessions = []
+
+    def connect(host, timeout):
+        sessions.append(_Session(lambda request: {name: {"rc": 0, "stdout": recorded("slurm-22.05", f"{name}.txt"),
+                                                          "stderr": ""} for name in request.get("commands", {})}))
+        return sessions[-1]
+
+    status = st.gather(cluster, connect=connect)
+    assert "restd" not in sessions[0].requests[0]["commands"]
+    assert status.rest_api is None and status.as_dict()["rest_api"] is None
+
+
+@pytest.mark.parametrize(
+    ("listen", "url"),
+    [(":6820", "http://ctl01:6820"), ("0.0.0.0:8080", "http://ctl01:8080"), ("[::]:6820", "http://ctl01:6820"),
+     ("10.1.0.5:6820", "http://10.1.0.5:6820"), ("[fd00::5]:6820", "http://[fd00::5]:6820"),
+     ("unix:/run/slurmrestd/slurmrestd.socket", "unix:/run/slurmrestd/slurmrestd.socket")],
+)
+def test_rest_api_url(listen, url):
+    assert st.rest_api_url(listen, "ctl01") == url
+
+
+def test_screen_says_how_to_get_a_token():
+    from rich.console import Console
+
+    status = st.Status(inventory="inv", controller="ctl01", monitoring="ctl01",
+                       rest_api={"url": "http://ctl01:6820", "active": False, "token": st.TOKEN_COMMAND})
+    console = Console(record=True, width=200)
+    st.print_status(status, console)
+    text = console.export_text()
+    assert "REST API: http://ctl01:6820 (slurmrestd not running); a token: scontrol token lifespan=3600" in text
+    assert "X-SLURM-USER-NAME and X-SLURM-USER-TOKEN" in text
 
 
 def test_gather_uses_the_password_beside_the_inventory(tmp_path, monkeypatch):

@@ -10,12 +10,17 @@ from __future__ import annotations
 
 import os
 import re
+import sys
 from functools import cache
 from pathlib import Path
 
 import pytest
 import testinfra
 import testinfra.utils.ansible_runner
+
+# The REST API client the integration suite uses too.
+sys.path.insert(0, str(Path(__file__).resolve().parents[3] / "tests" / "support"))
+import slurm_rest  # noqa: E402
 
 INVENTORY = str(Path(os.environ["DEEPOPS_STATE_DIR"]) / "virtual" / "inventory.yml")
 RUNNER = testinfra.utils.ansible_runner.AnsibleRunner(INVENTORY)
@@ -142,3 +147,8 @@ def test_ordinary_user_runs_jobs_from_the_login_node():
             break
         login.run("sleep 2")
     assert record == "COMPLETED|alice"
+
+
+def test_rest_api_answers_with_a_token_and_refuses_without():
+    # 24.11's API (v0.0.42 and older), from the login node as in the integration suite.
+    slurm_rest.exercise(_node(LOGINS[0]).check_output, _controller().check_output, CONTROLLERS[0], COMPUTES)
