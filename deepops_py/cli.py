@@ -714,8 +714,9 @@ def runs_show(run_id, as_json) -> None:
 def status(inventory, timeout, as_json) -> None:
     """The cluster at a glance; reads, never changes anything.
 
-    Over one SSH connection to the first controller (and one to the
-    monitoring host when it is another host): per node its Slurm state and
+    Over one SSH connection to the first controller (the backup controller
+    when the first cannot be reached; and one to the monitoring host when it
+    is another host): per node its Slurm state and
     reason, CPUs and GPUs allocated/total per GRES type (MIG profiles marked),
     running and pending jobs per partition, the alerts Alertmanager is sending
     (active, not silenced or inhibited); where the REST API answers and how
@@ -775,6 +776,7 @@ def virtual() -> None:
       deepops virtual up && deepops deploy
       deepops virtual up --compute 3 --gpus h100:8 --gpus a100:4 --gpus l40s:1
       deepops virtual up --login  # plus login01, a login node of its own
+      deepops virtual up --controllers 2  # plus ctl02, a backup controller
       deepops virtual down
     """
 
@@ -793,13 +795,17 @@ def virtual() -> None:
 )
 @click.option("--login", is_flag=True,
               help="Also a login node, login01 (no GPUs, group slurm_login); without it the controller is the login node.")
+@click.option("--controllers", type=click.IntRange(1, 2), default=1, show_default=True,
+              help="2: also ctl02, a backup controller; both controllers mount one Docker volume at Slurm's "
+                   "StateSaveLocation (the stand-in for a shared NFS export).")
 @json_option
 @handle_errors
-def virtual_up(compute, gpus, image, login, as_json) -> None:
+def virtual_up(compute, gpus, image, login, controllers, as_json) -> None:
     """Create (or complete) the virtual cluster. Safe to re-run."""
     from deepops_py.virtual import cluster
 
-    spec = cluster.ClusterSpec.from_options(compute=compute, gpus=gpus, image=image, login=login)
+    spec = cluster.ClusterSpec.from_options(compute=compute, gpus=gpus, image=image, login=login,
+                                            controllers=controllers)
     state = cluster.up(spec)
     if as_json:
         click.echo(json.dumps(state.as_dict(), indent=2))

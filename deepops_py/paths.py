@@ -32,6 +32,13 @@ def playbook(name: str) -> Path:
     return content_dir() / "playbooks" / name
 
 
+def role_default(role: str, name: str):
+    """A public variable's default, from ROLE's defaults/main.yml (the one place it is set)."""
+    import yaml
+
+    return (yaml.safe_load((content_dir() / "roles" / role / "defaults" / "main.yml").read_text()) or {})[name]
+
+
 def state_dir() -> Path:
     """Per-working-directory state (.deepops/): runs, virtual cluster, secrets."""
     path = Path(os.environ.get("DEEPOPS_STATE_DIR", ".deepops")).absolute()

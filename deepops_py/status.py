@@ -39,6 +39,7 @@ from pathlib import Path
 from typing import Any
 
 from ansible_collections.deepops.cluster.plugins.module_utils import cluster_groups, mig_profiles
+from deepops_py import paths
 
 # Exit codes of `deepops status` (besides 2, invalid input).
 EXIT_COMPLETE = 0  # every source was read
@@ -480,9 +481,9 @@ def _rest_api_settings(variables: Mapping[str, Any]) -> tuple[bool, str]:
     enabled = variables.get("slurm_restd_enabled")
     listen = variables.get("slurm_restd_listen")
     if not isinstance(enabled, bool):
-        enabled = bool(_role_default("slurm", "slurm_restd_enabled"))
+        enabled = bool(paths.role_default("slurm", "slurm_restd_enabled"))
     if not (isinstance(listen, list) and listen and isinstance(listen[0], str) and "{{" not in listen[0]):
-        listen = _role_default("slurm", "slurm_restd_listen")
+        listen = paths.role_default("slurm", "slurm_restd_listen")
     return enabled, listen[0]
 
 
@@ -651,17 +652,9 @@ def alertmanager_request(monitoring_vars: Mapping[str, Any], inventory: Path) ->
         "args_file": alertmanager["_alertmanager_defaults_file"],
         "ca_file": auth["_monitoring_auth_ca_file"],
         "password_file": auth["_monitoring_auth_password_file"],
-        "user": user if isinstance(user, str) and user else _role_default("monitoring_auth", "monitoring_auth_user"),
+        "user": user if isinstance(user, str) and user else paths.role_default("monitoring_auth", "monitoring_auth_user"),
         "password": password,
     }
-
-
-def _role_default(role: str, name: str) -> Any:
-    import yaml
-
-    from deepops_py import paths
-
-    return (yaml.safe_load((paths.content_dir() / "roles" / role / "defaults" / "main.yml").read_text()) or {})[name]
 
 
 def collect(session, request: Mapping[str, Any], interpreter: str = "python3") -> dict[str, Any]:
@@ -697,6 +690,7 @@ def gather(cluster, *, timeout: float = 5.0, connect: Callable | None = None) ->
     connect = connect or preflight.default_connect
     groups = cluster_groups.with_defaults(cluster.groups)
     controller = (groups.get(cluster_groups.CONTROLLER) or [None])[0]
+    backups = (groups.get(cluster_groups.CONTROLLER) or [])[1:]  # a backup controller answers while the first is away
     monitoring = (groups.get(cluster_groups.MONITORING) or [None])[0]
     status = Status(inventory=str(cluster.inventory), controller=controller, monitoring=monitoring)
     try:
@@ -707,8 +701,8 @@ def gather(cluster, *, timeout: float = 5.0, connect: Callable | None = None) ->
     am_request = alertmanager_request(cluster.hosts[monitoring].vars, Path(cluster.inventory)) if monitoring else None
     jobs: dict[str, dict[str, Any]] = {}
     rest_enabled, rest_listen = _rest_api_settings(cluster.hosts[controller].vars) if controller else (False, "")
+    commands = {**SLURM_COMMANDS, "restd": RESTD_COMMAND} if rest_enabled else SLURM_COMMANDS
     if controller:
-        commands = {**SLURM_COMMANDS, "restd": RESTD_COMMAND} if rest_enabled else SLURM_COMMANDS
         jobs[controller] = {"commands": commands, "timeout": timeout}
     if monitoring and am_request is not None:
         jobs.setdefault(monitoring, {"timeout": timeout})["alertmanager"] = am_request
@@ -739,12 +733,20 @@ def gather(cluster, *, timeout: float = 5.0, connect: Callable | None = None) ->
         if data is None:
             what = "Slurm and Alertmanager" if monitoring == controller else "Slurm"
             status.errors.append(Problem("controller", controller, f"{what} not read: {error}"))
-        else:
-            apply_slurm(status, data, controller)
+            for backup in backups:
+                jobs[backup] = {"commands": commands, "timeout": timeout}
+                _name, data, _error = run(backup)
+                if data is not None:
+                    status.controller = backup
+                    break
+        if data is not None:
+            apply_slurm(status, data, status.controller)
             if rest_enabled:
+                # slurmrestd runs on the first controller: read from a backup, it is not reachable.
                 restd = data.get("restd") if isinstance(data.get("restd"), Mapping) else {}
-                status.rest_api = {"url": rest_api_url(rest_listen, controller),
-                                   "active": str(restd.get("stdout", "")).strip() == "active", "token": TOKEN_COMMAND}
+                status.rest_api = {"url": rest_api_url(rest_listen, controller), "token": TOKEN_COMMAND,
+                                   "active": status.controller == controller
+                                   and str(restd.get("stdout", "")).strip() == "active"}
     if monitoring is not None:
         data, error = answers[monitoring]
         if data is None:

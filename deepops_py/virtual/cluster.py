@@ -29,6 +29,7 @@ APT_CACHE = "deepops-aptcache"  # the cache's name on the cluster network, whate
 APT_CACHE_PORT = 3142
 DEFAULT_CLUSTER_NAME = "deepops"
 CONTROLLER = "ctl01"
+MAX_CONTROLLERS = 2  # ctl01 and, with --controllers 2, the backup ctl02
 LOGIN = "login01"  # with --login: a login node of its own, no GPUs
 DEFAULT_GPUS = (GpuSpec("h100", 8), GpuSpec("a100", 4))
 MAX_COMPUTE = 32
@@ -64,21 +65,25 @@ class ClusterSpec:
     gpus: tuple[GpuSpec, ...]
     image: str
     login: bool = False
+    controllers: int = 1
 
     @classmethod
     def from_options(cls, *, compute: int = 2, gpus: Sequence[str] = (), image: str = "debian12",
-                     login: bool = False) -> ClusterSpec:
+                     login: bool = False, controllers: int = 1) -> ClusterSpec:
         if not 1 <= compute <= MAX_COMPUTE:
             raise InputError(f"--compute {compute}: must be from 1 to {MAX_COMPUTE}")
+        if not 1 <= controllers <= MAX_CONTROLLERS:
+            raise InputError(f"--controllers {controllers}: 1, or {MAX_CONTROLLERS} for a backup controller")
         if image not in IMAGE_NAMES:
             raise InputError(f"--image {image!r}: choose one of {', '.join(IMAGE_NAMES)}")
         parsed = tuple(GpuSpec.parse(text) for text in gpus) or DEFAULT_GPUS
-        return cls(compute=compute, gpus=parsed, image=image, login=login)
+        return cls(compute=compute, gpus=parsed, image=image, login=login, controllers=controllers)
 
     def nodes(self) -> list[NodeSpec]:
+        controllers = [NodeSpec(f"ctl{i + 1:02d}", "controller", None) for i in range(self.controllers)]
         computes = [NodeSpec(f"gpu{i + 1:02d}", "compute", self.gpus[i % len(self.gpus)]) for i in range(self.compute)]
         logins = [NodeSpec(LOGIN, "login", None)] if self.login else []
-        return [NodeSpec(CONTROLLER, "controller", None), *computes, *logins]
+        return [*controllers, *computes, *logins]
 
 
 @dataclass
@@ -248,8 +253,12 @@ def print_status(state: ClusterState) -> None:
     table = Table(title="Virtual cluster")
     for column in ("Node", "Role", "State", "SSH", "Simulated GPUs", "Image"):
         table.add_column(column, no_wrap=True)
+    has_login = any(node.role == "login" for node in state.nodes)
     for node in state.nodes:
-        role = "controller+login+monitoring" if node.role == "controller" else node.role
+        role = node.role
+        if node.role == "controller":
+            role = ("controller+monitoring" if has_login else "controller+login+monitoring") \
+                if node.name == CONTROLLER else "backup controller"
         ssh = f"127.0.0.1:{node.ssh_port}" if node.ssh_port else "-"
         colour = "green" if node.status == "running" else "red"
         table.add_row(node.name, role, f"[{colour}]{node.status}[/]", ssh, node.gpus or "-", node.image)
@@ -307,7 +316,9 @@ def up(spec: ClusterSpec) -> ClusterState:
     if to_create:
         _check_apt_through_cache(to_create[0].name, image.SUITES[spec.image])
 
-    endpoints = [_endpoint(name, public_key, changes) for name in node_names]
+    roles = {name: (container["Config"]["Labels"] or {}).get(ROLE_LABEL, "compute") for name, container in existing.items()}
+    roles.update({node.name: node.role for node in wanted})
+    endpoints = [_endpoint(name, roles[name], public_key, changes) for name in node_names]
     _write_if_changed(files.known_hosts, inventory.render_known_hosts(endpoints), changes)
     _write_if_changed(
         files.inventory,
@@ -398,12 +409,27 @@ def _ensure_apt_cache(spec: ClusterSpec, container: dict | None, changes: list[s
     changes.append(f"created {_apt_cache_container()} (apt-cacher-ng, data in {cache_dir})")
 
 
+def _state_volume() -> str:
+    return f"{cluster_name()}-slurmctld-state"
+
+
+def _node_volumes(node: NodeSpec) -> list[str]:
+    """docker create's -v options of NODE: every controller mounts one Docker volume at Slurm's
+    StateSaveLocation (the slurm role's slurm_state_save_location), the virtual cluster's
+    stand-in for the NFS export a backup controller shares with the primary."""
+    if node.role != "controller":
+        return []
+    if _state_volume() not in docker.volumes(cluster_name()):
+        docker.run(["volume", "create", "--label", f"{docker.LABEL}={cluster_name()}", _state_volume()])
+    return ["-v", f"{_state_volume()}:{paths.role_default('slurm', 'slurm_state_save_location')}"]
+
+
 def _create_node(node: NodeSpec, spec: ClusterSpec, public_key: str) -> None:
     _progress(f"creating {node.name}" + (f" with simulated GPUs {node.gpus}" if node.gpus else ""))
     docker.run([
         "create", "--name", _container(node.name), "--hostname", node.name, "--network", _network(),
         *_labels(node.role, spec, node.name, node.gpus), *SYSTEMD_RUN_OPTIONS, "-p", "127.0.0.1::22",
-        image.NodeImage(spec.image).tag,
+        *_node_volumes(node), image.NodeImage(spec.image).tag,
     ])
     try:
         docker.run(["cp", "-", f"{_container(node.name)}:/"], input=payload.node_tar(node.name, public_key, node.gpus))
@@ -468,7 +494,7 @@ def _check_apt_through_cache(node: str, suite: str) -> None:
                        f"see: docker logs {_apt_cache_container()}")
 
 
-def _endpoint(name: str, public_key: str, changes: list[str]) -> inventory.Endpoint:
+def _endpoint(name: str, role: str, public_key: str, changes: list[str]) -> inventory.Endpoint:
     """Read NODE's SSH port and host key; reinstall our public key if the node lost it (new key pair)."""
     separator = "--deepops--"
     output = docker.exec_(_container(name), ["sh", "-c", f"cat /etc/ssh/ssh_host_ed25519_key.pub; echo {separator};"
@@ -478,7 +504,6 @@ def _endpoint(name: str, public_key: str, changes: list[str]) -> inventory.Endpo
     if public_key.strip() not in authorized:
         docker.run(["cp", "-", f"{_container(name)}:/"], input=payload.node_tar(name, public_key, None))
         changes.append(f"installed the SSH key on {name}")
-    role = {CONTROLLER: "controller", LOGIN: "login"}.get(name, "compute")
     return inventory.Endpoint(name, role, docker.published_port(_container(name)), host_key)
 
 
@@ -557,7 +582,7 @@ def fault(request: FaultRequest) -> str:
 
 
 def down() -> Iterator[str]:
-    """Remove this cluster's containers and network (by label), and the files 'up' wrote."""
+    """Remove this cluster's containers, network and volumes (by label), and the files 'up' wrote."""
     _ready()
     containers = [container["Name"].lstrip("/") for container in docker.containers(cluster_name())]
     for name in sorted(containers):
@@ -566,6 +591,9 @@ def down() -> Iterator[str]:
     for network in docker.networks(cluster_name()):
         docker.run(["network", "rm", network])
         yield f"removed network {network}"
+    for volume in docker.volumes(cluster_name()):
+        docker.run(["volume", "rm", volume])
+        yield f"removed volume {volume}"
     files = _files()
     for path in (files.inventory, files.known_hosts, files.key, files.public_key):
         if path.exists():

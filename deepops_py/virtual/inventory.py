@@ -47,6 +47,10 @@ def render_inventory(endpoints: Sequence[Endpoint], *, key_path: Path, known_hos
         # Fresh dicts per group: shared ones would come out as YAML anchors and aliases.
         return {"hosts": {endpoint.name: {} for endpoint in endpoints if endpoint.role == role}}
 
+    def primary() -> dict:
+        # The first controller (a backup, ctl02, is only a controller).
+        return {"hosts": {next(endpoint.name for endpoint in endpoints if endpoint.role == "controller"): {}}}
+
     document = {
         "all": {
             "vars": {
@@ -92,8 +96,8 @@ def render_inventory(endpoints: Sequence[Endpoint], *, key_path: Path, known_hos
             "children": {
                 "slurm_controller": members("controller"),
                 # A login node of its own with 'virtual up --login', else the controller.
-                "slurm_login": members("login" if any(endpoint.role == "login" for endpoint in endpoints) else "controller"),
-                "monitoring": members("controller"),
+                "slurm_login": members("login") if any(endpoint.role == "login" for endpoint in endpoints) else primary(),
+                "monitoring": primary(),
                 "slurm_compute": members("compute"),
             },
         }

@@ -154,7 +154,7 @@ def _port_range(value: Any) -> list[str]:
 
 
 def _listen_address(value: Any) -> list[str]:
-    """slurmrestd's listen forms: "unix:/absolute/path" or "[host]:port" (host optional)."""
+    """slurmrestd's listen forms: "unix:/absolute/path" or "host:port" (22.05 refuses ":port")."""
     if not isinstance(value, str) or yaml_files.is_opaque(value):
         return []
     if value.startswith("unix:"):
@@ -164,9 +164,9 @@ def _listen_address(value: Any) -> list[str]:
         return [f"{value!r}: a socket is unix:/absolute/path"]
     host, sep, port = value.rpartition(":")
     host = host[1:-1] if host.startswith("[") and host.endswith("]") else host
-    if sep and port.isdigit() and 1 <= int(port) <= 65535 and (host == "" or is_host_address(host)):
+    if sep and port.isdigit() and 1 <= int(port) <= 65535 and is_host_address(host):
         return []
-    return [f"{value!r} is not [host]:port (port 1-65535) or unix:/path"]
+    return [f"{value!r} is not host:port (port 1-65535; 0.0.0.0 for every interface) or unix:/path"]
 
 
 def _mig_layout(value: Any) -> list[str]:

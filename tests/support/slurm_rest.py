@@ -48,8 +48,9 @@ def request(run: Callable[[str], str], url: str, user: str | None = None, token:
 
 
 def newest_version(openapi: str) -> str:
-    """The newest slurmctld API version in an OpenAPI document (22.05: v0.0.38)."""
-    versions = set(re.findall(r"/slurm/(v0\.0\.[0-9]+)/nodes", openapi))
+    """The newest slurmctld API version among an OpenAPI document's paths (22.05: v0.0.38)."""
+    paths = json.loads(openapi).get("paths") or {}
+    versions = {match.group(1) for path in paths if (match := re.fullmatch(r"/slurm/(v0\.0\.[0-9]+)/nodes/?", path))}
     if not versions:
         raise AssertionError("the OpenAPI document lists no /slurm/<version>/nodes: " + openapi[:500])
     return max(versions, key=lambda name: int(name.rsplit(".", 1)[1]))
@@ -67,14 +68,20 @@ def submission(version: str, name: str, script: str) -> dict:
 def exercise(run_client: Callable[[str], str], run_controller: Callable[[str], str], controller: str,
              computes: list[str]) -> None:
     """No token or a forged one is refused; a token from `scontrol token` lists
-    the nodes and submits a job that completes (sacct has it)."""
+    the nodes and submits a job that completes (sacct has it).
+
+    slurmrestd passes the token on and slurmctld checks it: without one every
+    request is refused (401); a forged one gets the OpenAPI document (which
+    asks nothing of slurmctld) but no answer from Slurm (22.05: 500)."""
     base = f"http://{controller}:{PORT}"
     assert request(run_client, f"{base}/openapi/v3")[0] == 401
-    assert request(run_client, f"{base}/openapi/v3", token="eyJhbGciOiJIUzI1NiJ9.e30.forged")[0] == 401
     token = run_controller("scontrol token lifespan=600").strip().removeprefix("SLURM_JWT=")
     status, spec = request(run_client, f"{base}/openapi/v3", token=token)
     assert status == 200, spec[:2000]
     version = newest_version(spec)
+    assert request(run_client, f"{base}/slurm/{version}/nodes")[0] == 401
+    forged = request(run_client, f"{base}/slurm/{version}/nodes", token="eyJhbGciOiJIUzI1NiJ9.e30.forged")
+    assert forged[0] >= 400 and not json.loads(forged[1]).get("nodes"), forged
     status, body = request(run_client, f"{base}/slurm/{version}/nodes", token=token)
     assert status == 200, body[:2000]
     assert {node["name"] for node in json.loads(body)["nodes"]} >= set(computes)
@@ -83,9 +90,9 @@ def exercise(run_client: Callable[[str], str], run_controller: Callable[[str], s
     assert status == 200, body[:2000]
     job_id = json.loads(body)["job_id"]
     record = ""
-    for _ in range(30):  # slurmdbd stores the record shortly after the job ends
+    for _ in range(30):  # slurmdbd stores the record shortly after the job ends (22.05 showed "allocation" as its name first)
         record = run_controller(f"sacct --noheader --parsable2 -X -j {job_id} --format=State,JobName").strip()
-        if record.startswith("COMPLETED"):
+        if record == "COMPLETED|rest-api":
             break
         time.sleep(2)
     assert record == "COMPLETED|rest-api", record

@@ -278,6 +278,29 @@ def test_gather_unreachable_controller_is_partial(tmp_path, monkeypatch):
     assert data["runs"] == {"deploy": None, "validate": None}
 
 
+def test_gather_reads_slurm_from_the_backup_controller_while_the_first_is_away(tmp_path, monkeypatch):
+    monkeypatch.setenv("DEEPOPS_STATE_DIR", str(tmp_path / "state"))
+    cluster = _cluster(tmp_path)
+    cluster.hosts["ctl02"] = Host("ctl02", ("slurm_controller",), "10.0.0.4")
+    cluster.groups["slurm_controller"] = ["ctl01", "ctl02"]
+    asked = []
+
+    def connect(host, timeout):
+        asked.append(host.name)
+        if host.name == "ctl01":
+            raise preflight.ConnectError("unreachable: root@10.0.0.1:22: No route to host")
+        return _Session(lambda request: {name: {"rc": 0, "stdout": recorded("slurm-22.05", f"{name}.txt")
+                                                if name in st.SLURM_COMMANDS else "inactive\n", "stderr": ""}
+                                         for name in request.get("commands", {})})
+
+    status = st.gather(cluster, connect=connect)
+    assert asked == ["ctl01", "ctl02"]
+    assert status.controller == "ctl02" and len(status.nodes) == 2 and status.exit_code == st.EXIT_PARTIAL
+    assert [(problem.source, problem.host) for problem in status.errors] == [("controller", "ctl01")]
+    # slurmrestd is the first controller's: away with it
+    assert status.rest_api == {"url": "http://ctl01:6820", "active": False, "token": st.TOKEN_COMMAND}
+
+
 def test_gather_asks_a_separate_monitoring_host_for_alerts_only(tmp_path, monkeypatch):
     monkeypatch.setenv("DEEPOPS_STATE_DIR", str(tmp_path / "state"))
     sessions = {}

@@ -42,9 +42,10 @@ def check(write_inventory, group_vars: str = "", more_hosts: str = ""):
         ("slurm_over_time_limit_minutes: -1", "slurm_over_time_limit_minutes: must be at least 0"),
         ("slurm_enforce_part_limits: SOME", "slurm_enforce_part_limits"),
         ('slurm_srun_port_range: "60001"', "slurm_srun_port_range: '60001' is not a port range"),
-        ('slurm_restd_listen: ["6820"]', "slurm_restd_listen: item 1: '6820' is not [host]:port"),
-        ('slurm_restd_listen: [":6820", "ctl01:99999"]', "slurm_restd_listen: item 2: 'ctl01:99999' is not [host]:port"),
-        ('slurm_restd_listen: ["$(id):6820"]', "slurm_restd_listen: item 1: '$(id):6820' is not [host]:port"),
+        ('slurm_restd_listen: ["6820"]', "slurm_restd_listen: item 1: '6820' is not host:port"),
+        ('slurm_restd_listen: [":6820"]', "slurm_restd_listen: item 1: ':6820' is not host:port"),
+        ('slurm_restd_listen: ["0.0.0.0:6820", "ctl01:99999"]', "slurm_restd_listen: item 2: 'ctl01:99999' is not host:port"),
+        ('slurm_restd_listen: ["$(id):6820"]', "slurm_restd_listen: item 1: '$(id):6820' is not host:port"),
         ('slurm_restd_listen: ["unix:run/rest.sock"]', "slurm_restd_listen: item 1: 'unix:run/rest.sock': a socket is unix:/absolute/path"),
         ("cluster_users: [{name: a, uid: 2001}, {name: b, uid: 2001}]", "cluster_users: item 2 (b): uid 2001 is already item 1 (a)'s"),
         ("cluster_users: [{uid: 2001}]", "cluster_users: item 1: missing required key 'name'"),
@@ -76,7 +77,7 @@ def test_hosts_that_differ_only_in_case_are_refused(write_inventory):
         'ansible_host: "fd00::10"',
         'nccl_tests_url: "http://mirror.example/nccl-tests/v{version}.tar.gz"\nnccl_tests_cuda_archs: ["90a", "100"]',
         'slurm_default_qos: "{{ site_default_qos }}"\nsite_default_qos: x',
-        'slurm_restd_listen: [":6820", "0.0.0.0:6820", "[::1]:6820", "ctl01.example:8080", "unix:/run/slurmrestd/slurmrestd.socket"]',
+        'slurm_restd_listen: ["0.0.0.0:6820", "[::]:6820", "[::1]:6820", "ctl01.example:8080", "unix:/run/slurmrestd/slurmrestd.socket"]',
     ],
 )
 def test_good_values_pass(write_inventory, group_vars):

@@ -43,6 +43,8 @@ def test_gpus_cycle_over_compute_nodes():
         {"compute": 2, "gpus": ("nope:1",), "image": "debian12"},
         {"compute": 0, "gpus": (), "image": "debian12"},
         {"compute": 2, "gpus": (), "image": "ubuntu"},
+        {"compute": 2, "gpus": (), "image": "debian12", "controllers": 3},
+        {"compute": 2, "gpus": (), "image": "debian12", "controllers": 0},
     ],
 )
 def test_bad_options_are_input_errors(options):
@@ -324,3 +326,28 @@ def test_inventory_with_a_login_node_puts_it_alone_in_slurm_login(tmp_path):
     # the ordinary user of every virtual cluster, reachable with the cluster's key
     assert document["vars"]["cluster_users"] == [
         {"name": "alice", "uid": 2001, "gid": 2001, "ssh_keys": ["ssh-ed25519 AAAAuser deepops-virtual"]}]
+
+
+def test_a_second_controller_is_a_backup_in_slurm_controller_only(tmp_path):
+    spec = cluster.ClusterSpec.from_options(compute=1, controllers=2)
+    assert [(node.name, node.role) for node in spec.nodes()] == [("ctl01", "controller"), ("ctl02", "controller"),
+                                                                  ("gpu01", "compute")]
+    endpoints = [ENDPOINTS[0], inventory.Endpoint("ctl02", "controller", 32771, "ssh-ed25519 AAAActl2"), *ENDPOINTS[1:]]
+    text = inventory.render_inventory(endpoints, key_path=tmp_path / "k", known_hosts_path=tmp_path / "kh", apt_proxy="",
+                                      user_public_key="")
+    children = yaml.safe_load(text)["all"]["children"]
+    assert list(children["slurm_controller"]["hosts"]) == ["ctl01", "ctl02"]
+    # monitoring, login (without a login node) and, by default, slurmdbd stay on the first controller
+    assert list(children["monitoring"]["hosts"]) == ["ctl01"] and list(children["slurm_login"]["hosts"]) == ["ctl01"]
+    assert "slurm_dbd" not in children
+
+
+def test_controllers_mount_the_shared_state_volume(monkeypatch):
+    calls = []
+    monkeypatch.setattr(cluster.docker, "volumes", lambda name: [])
+    monkeypatch.setattr(cluster.docker, "run", lambda argv, **kwargs: calls.append(argv))
+    controller, compute = cluster.ClusterSpec.from_options(compute=1, controllers=2).nodes()[1:3]
+    volume = f"{cluster.cluster_name()}-slurmctld-state"
+    assert cluster._node_volumes(controller) == ["-v", f"{volume}:/var/lib/slurm/slurmctld"]
+    assert calls == [["volume", "create", "--label", f"deepops.virtual={cluster.cluster_name()}", volume]]
+    assert cluster._node_volumes(compute) == []
