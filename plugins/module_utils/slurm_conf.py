@@ -323,17 +323,28 @@ def _value(value: Any, what: str = "value") -> str:
     return "" if str(value) == "" else _word(value, what)
 
 
-def slurm_partition_lines(partitions: Iterable[Mapping[str, Any]]) -> list[str]:
-    """``PartitionName=`` lines from ``slurm_partitions``-style dicts."""
+def slurm_partition_lines(partitions: Iterable[Mapping[str, Any]], removed: Iterable[str] = ()) -> list[str]:
+    """``PartitionName=`` lines from ``slurm_partitions``-style dicts.
+
+    Nodes in REMOVED (leaving the cluster: ``deepops node remove``) are left
+    out of the partitions that name them, as slurm.conf no longer defines
+    them and slurmctld would not start with a partition naming one; a
+    partition left with none keeps no ``Nodes=`` (it exists, holding no node).
+    """
+    removed = set(removed)
     lines = []
     for partition in partitions:
         if not isinstance(partition, Mapping) or not partition.get("name"):
             raise SlurmConfError(f"a partition needs a name: {partition!r}")
         name = _word(partition["name"], "partition name")
         nodes = partition.get("nodes", "ALL")
+        if removed and nodes != "ALL":
+            nodes = [node for node in _hostlist.hostlist_expand(nodes) if node not in removed]
         if isinstance(nodes, (list, tuple)):
             nodes = _compress(nodes)
-        parts = [f"PartitionName={name}", f"Nodes={_word(nodes, f'partition {name}: nodes')}"]
+        parts = [f"PartitionName={name}"]
+        if nodes != "":
+            parts.append(f"Nodes={_word(nodes, f'partition {name}: nodes')}")
         parts.append(f"Default={_value(bool(partition.get('default', False)))}")
         parts.append(f"MaxTime={_word(partition.get('max_time') or 'INFINITE', f'partition {name}: max_time')}")
         parts.append("State=UP")

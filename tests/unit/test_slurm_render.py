@@ -139,6 +139,18 @@ def test_partitions_and_extra_settings():
     assert "SchedulerParameters=bf_continue" in conf and "ClusterName=site" in conf and "Bogus" not in conf
 
 
+def test_partitions_leave_out_the_nodes_being_removed():
+    # deepops node remove gpu03 with hand-written partitions that name it: slurm.conf no longer
+    # defines gpu03, and slurmctld would not start with a partition naming it.
+    partitions = [{"name": "batch", "nodes": "gpu[01-03]"}, {"name": "big", "nodes": ["gpu03"]}, {"name": "all"}]
+    assert slurm.slurm_partition_lines(partitions, ["gpu03"]) == [
+        "PartitionName=batch Nodes=gpu[01-02] Default=NO MaxTime=INFINITE State=UP",
+        "PartitionName=big Default=NO MaxTime=INFINITE State=UP",  # kept, holding no node
+        "PartitionName=all Nodes=ALL Default=NO MaxTime=INFINITE State=UP",
+    ]
+    assert slurm.slurm_partition_lines(partitions)[0] == "PartitionName=batch Nodes=gpu[01-03] Default=NO MaxTime=INFINITE State=UP"
+
+
 @pytest.mark.parametrize(
     ("affinity", "cores", "cpus", "expected"),
     [
