@@ -48,8 +48,9 @@ def render_inventory(endpoints: Sequence[Endpoint], *, key_path: Path, known_hos
         return {"hosts": {endpoint.name: {} for endpoint in endpoints if endpoint.role == role}}
 
     def primary() -> dict:
-        # The first controller (a backup, ctl02, is only a controller).
-        return {"hosts": {next(endpoint.name for endpoint in endpoints if endpoint.role == "controller"): {}}}
+        # The first controller (a backup, ctl02, is only a controller); none in a one-node inventory.
+        first = next((endpoint.name for endpoint in endpoints if endpoint.role == "controller"), None)
+        return {"hosts": {first: {}} if first else {}}
 
     document = {
         "all": {
