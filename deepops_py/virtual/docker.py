@@ -84,6 +84,10 @@ def networks(cluster: str) -> list[str]:
     return run(["network", "ls", "--filter", f"label={LABEL}={cluster}", "--format", "{{.Name}}"]).stdout.split()
 
 
+def volumes(cluster: str) -> list[str]:
+    return run(["volume", "ls", "--filter", f"label={LABEL}={cluster}", "--format", "{{.Name}}"]).stdout.split()
+
+
 def published_port(container: str, port: int = 22) -> int:
     """The loopback host port docker chose for the container's PORT/tcp."""
     output = run(["port", container, f"{port}/tcp"]).stdout.split()

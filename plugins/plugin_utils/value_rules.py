@@ -14,7 +14,7 @@ import re
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from ansible_collections.deepops.cluster.plugins.module_utils import cluster_users, mig_profiles, slurm_accounting
+from ansible_collections.deepops.cluster.plugins.module_utils import cluster_users, mig_profiles, shared_mounts, slurm_accounting
 from ansible_collections.deepops.cluster.plugins.plugin_utils import yaml_files
 
 # Slurm object names (QOS, accounts, partitions): letters, digits, _ . -,
@@ -167,6 +167,17 @@ def _concrete(value: Any) -> Any:
     return value
 
 
+def _shared_mounts(value: Any) -> list[str]:
+    """The entries' paths, types and options (module_utils/shared_mounts.py), and each server's name."""
+    value = _concrete(value)
+    problems = shared_mounts.entry_problems(value)
+    for index, entry in enumerate(value if isinstance(value, list) else [], 1):
+        server = entry.get("server") if isinstance(entry, Mapping) else None
+        if isinstance(server, str) and server and not is_host_address(server):
+            problems.append(f"item {index} ({entry.get('path')}): server {server!r} is not a host name or an IP address")
+    return problems
+
+
 RULES: dict[str, Rule] = {
     "slurm_realmemory_reserve_mb": _at_least(0),
     "slurm_qos": _items(_qos),
@@ -180,6 +191,7 @@ RULES: dict[str, Rule] = {
     "slurm_account_users": _items(_account_user),
     "slurm_srun_port_range": _port_range,
     "cluster_users": lambda value: cluster_users.entry_problems(_concrete(value)),
+    "shared_mounts": _shared_mounts,
     "common_apt_proxy": _proxy_url,
     "ansible_host": _host_address,
     "mig_layout": _mig_layout,
