@@ -32,6 +32,9 @@ _SHA256 = re.compile(r"[0-9a-fA-F]{64}")
 _RELEASE = re.compile(r"[0-9A-Za-z][0-9A-Za-z._-]{0,63}")
 _CUDA_ARCH = re.compile(r"[1-9][0-9]{1,2}[af]?")
 # A download URL (a mirror's too); {version} stands for the release.
+# An exports(5) client: a host name, address, network or wildcard, without the options' parentheses.
+_EXPORT_CLIENT = re.compile(r"[A-Za-z0-9*?.:/@_\[\]-]+")
+_ABSOLUTE_PATH = re.compile(r"/[^\s]*")
 _DOWNLOAD_URL = re.compile(r"(https?|file)://[A-Za-z0-9._~%!$&'()*+,;=:@/{}?-]+")
 
 
@@ -192,6 +195,9 @@ RULES: dict[str, Rule] = {
     "slurm_srun_port_range": _port_range,
     "cluster_users": lambda value: cluster_users.entry_problems(_concrete(value)),
     "shared_mounts": _shared_mounts,
+    "nfs_server_clients": _each(_matching(_EXPORT_CLIENT, "an exports(5) client (a host, network or wildcard)")),
+    "nfs_server_threads": _at_least(1),
+    "nfs_client_lmod_modulespath_file": _matching(_ABSOLUTE_PATH, "an absolute path"),
     "common_apt_proxy": _proxy_url,
     "ansible_host": _host_address,
     "mig_layout": _mig_layout,

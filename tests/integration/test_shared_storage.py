@@ -86,6 +86,7 @@ def test_every_node_mounts_the_shared_trees_and_slurm_waits_for_them(deployed):
 
 
 def test_job_output_lands_in_the_users_home_from_every_compute_node(deployed):
+    _alice(deployed, "echo from-login > ~/job/marker")  # a file the job reads where it runs
     for node in _computes(deployed):
         job = _alice(deployed, f"sbatch --wait --parsable --time=2 --nodelist={node} --job-name=on-{node} "
                                "--chdir=$HOME/job --output=%x-%j.out --wrap 'hostname; pwd; cat marker'").stdout

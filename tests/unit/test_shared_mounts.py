@@ -240,6 +240,9 @@ NFS_SERVER = "    nfs_server:\n      hosts:\n        nfs01:\n"
         ("shared_mounts: /home", "", "shared_mounts: expected list"),
         ("shared_mounts: [{path: /data}]", "", "item 1 (/data): no server, and the group nfs_server has no host"),
         ("shared_mounts: [{path: /data, server: gpu01}]", "", "server gpu01 is a host of this inventory but not in nfs_server"),
+        ("nfs_server_clients: ['10.0.0.0/16(rw)']", NFS_SERVER, "nfs_server_clients: item 1: '10.0.0.0/16(rw)' is not an exports(5) client"),
+        ("nfs_server_threads: 0", NFS_SERVER, "nfs_server_threads: must be at least 1"),
+        ("nfs_client_lmod_modulespath_file: etc/lmod", "", "nfs_client_lmod_modulespath_file: 'etc/lmod' is not an absolute path"),
     ],
 )
 def test_bad_shared_mounts_are_exit_2(write_inventory, group_vars, more_hosts, expected):
@@ -255,7 +258,7 @@ def test_bad_shared_mounts_are_exit_2(write_inventory, group_vars, more_hosts, e
         ("shared_mounts: [{path: /home, server: nas.example.org, export: /vol/home, options: [rw, hard, vers=4.1]}]", ""),
         ("shared_mounts: [{path: /lustre, managed: false, fstype: lustre}, {path: /apps, managed: false, modulefiles: modules/all}]", ""),
         ("shared_mounts: []", ""),
-        ("nfs_client_lmod_enabled: false\nnfs_server_threads: 64", NFS_SERVER),
+        ("nfs_client_lmod_enabled: false\nnfs_server_threads: 64\nnfs_server_clients: [10.0.0.0/16, '*.cluster.example']", NFS_SERVER),
         ("slurm_node_features: [ib]", ""),  # the default shared_mounts, no nfs_server host: nothing shared, no error
     ],
 )
