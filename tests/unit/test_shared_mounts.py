@@ -271,3 +271,9 @@ def test_nfs_server_is_a_deepops_group(write_inventory):
     # A host only in nfs_server is a cluster member (a dedicated storage host), not "in no deepops group".
     result = check(write_inventory, "shared_mounts: [{path: /home}]", NFS_SERVER)
     assert result.exit_code == 0, result.output
+
+
+def test_the_role_finds_the_units_it_wrote_by_their_first_line():
+    role_vars = yaml.safe_load((REPO / "roles/nfs_client/vars/main.yml").read_text())
+    [home, _] = shared_mounts.plan(DEFAULT, ["nfs01"], "gpu01")
+    assert role_vars["_nfs_client_unit_marker"] in shared_mounts.mount_unit(home).splitlines()[0]
