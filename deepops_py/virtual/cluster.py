@@ -267,6 +267,8 @@ def print_status(state: ClusterState) -> None:
     console.print(table)
     console.print(f"apt cache: {_apt_cache_container()} ({state.apt_cache or 'absent'}), "
                   f"{_apt_proxy_url()} on network {state.network}")
+    shared = ", ".join(f"{volume.path} ({_volume(volume)})" for volume in inventory.SHARED_VOLUMES)
+    console.print(f"shared on every node: {shared}: Docker volumes, the stand-in for NFS")
 
 
 # --------------------------------------------------------------------------
