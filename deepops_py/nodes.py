@@ -2,9 +2,9 @@
 
 The hosts must already be in ``slurm_compute`` in the inventory. The entry
 playbook ``add_node.yml`` gets them as ``deepops_new_nodes`` and runs on them,
-the controller(s) and the slurmdbd host(s) only: the new nodes get the whole
-stack, the controller renders slurm.conf/gres.conf with them and
-reconfigures; no other host is touched (the controller only reads facts of
+the controller(s), the slurmdbd host(s) and the NFS server(s) only: the new
+nodes get the whole stack, the controller renders slurm.conf/gres.conf with
+them and reconfigures, an NFS server exports to them; no other host is touched (the controller only reads facts of
 the other compute nodes). The playbook picks those hosts itself; this module
 checks the names first (exit 2, nothing run) and says where it will run.
 """
@@ -55,13 +55,15 @@ def check_compute_hosts(cluster: Cluster, hosts: tuple[str, ...] | list[str], *,
 
 
 def target_hosts(cluster: Cluster, hosts: list[str]) -> list[str]:
-    """The hosts the run changes: the new hosts, the controller(s), the slurmdbd host(s), each once.
+    """The hosts the run changes: the new hosts, the controller(s), the slurmdbd host(s) and the
+    NFS server(s) (their exports name every member), each once.
 
     The same hosts as the playbook's group deepops_add_node_targets, by the
     same rule (plugins/module_utils/cluster_groups.py).
     """
     dbd = cluster_groups.resolved_groups(cluster.groups)[cluster_groups.RESOLVED[DBD]]
-    return list(dict.fromkeys([*hosts, *cluster.groups.get(CONTROLLER, []), *dbd]))
+    return list(dict.fromkeys([*hosts, *cluster.groups.get(CONTROLLER, []), *dbd,
+                               *cluster.groups.get(cluster_groups.NFS_SERVER, [])]))
 
 
 def build_request(
@@ -121,6 +123,7 @@ def check_removable_hosts(cluster: Cluster, hosts: tuple[str, ...] | list[str]) 
         DBD: "the slurmdbd host",
         MONITORING: "the monitoring host",
         LOGIN: "a login node",
+        cluster_groups.NFS_SERVER: "an NFS server",
     }
     messages = []
     for host in wanted:

@@ -3,7 +3,8 @@
 Everything ``up`` creates carries the docker label ``deepops.virtual=<name>``,
 where the cluster name is ``$DEEPOPS_VIRTUAL_NAME`` (default ``deepops``), so
 several clusters (a user's and the test suite's) can share one Docker engine.
-``down`` removes exactly that cluster's containers and network, plus the files
+``down`` removes exactly that cluster's containers, network and shared
+volumes (the stand-in for NFS, ``inventory.SHARED_VOLUMES``), plus the files
 it wrote under ``.deepops/virtual``. The apt cache's data (``.deepops/cache/apt-cacher-ng``)
 and the images are caches and stay.
 """
@@ -118,6 +119,7 @@ class ClusterState:
             "apt_cache": {"container": _apt_cache_container(), "status": self.apt_cache, "url": _apt_proxy_url(),
                           "data_dir": str(_apt_cache_dir())},
             "network": self.network,
+            "shared_volumes": {volume.path: _volume(volume) for volume in inventory.SHARED_VOLUMES},
             "inventory": str(self.inventory_path) if self.inventory_path.exists() else None,
             "ssh_key": str(files.key) if files.key.exists() else None,
             "known_hosts": str(files.known_hosts) if files.known_hosts.exists() else None,
@@ -162,6 +164,15 @@ def _network() -> str:
 def _container(host: str) -> str:
     """Docker's name for node HOST (its hostname inside the cluster stays HOST)."""
     return f"{cluster_name()}-{host}"
+
+
+def _volume(volume: inventory.SharedVolume) -> str:
+    """Docker's name for the shared volume (the virtual cluster's stand-in for an NFS export)."""
+    return f"{cluster_name()}-{volume.name}"
+
+
+def _volume_options() -> list[str]:
+    return [option for volume in inventory.SHARED_VOLUMES for option in ("-v", f"{_volume(volume)}:{volume.path}")]
 
 
 def _apt_cache_container() -> str:
@@ -265,6 +276,8 @@ def print_status(state: ClusterState) -> None:
     console.print(table)
     console.print(f"apt cache: {_apt_cache_container()} ({state.apt_cache or 'absent'}), "
                   f"{_apt_proxy_url()} on network {state.network}")
+    shared = ", ".join(f"{volume.path} ({_volume(volume)})" for volume in inventory.SHARED_VOLUMES)
+    console.print(f"shared on every node: {shared}: Docker volumes, the stand-in for NFS")
 
 
 # --------------------------------------------------------------------------
@@ -298,6 +311,7 @@ def up(spec: ClusterSpec) -> ClusterState:
         docker.run(["network", "create", "--label", f"{docker.LABEL}={cluster_name()}", _network()])
         changes.append(f"created network {_network()}")
     _ensure_apt_cache(spec, apt_cache, changes)
+    _ensure_volumes(changes)
 
     booting: list[str] = []
     for node in to_create:
@@ -368,12 +382,16 @@ def _ensure_key(files: _Files, changes: list[str]) -> str:
 
 
 def _refuse_mismatches(wanted: list[NodeSpec], existing: dict[str, dict], spec: ClusterSpec) -> None:
-    """An existing node cannot change model or image in place: say so instead of guessing."""
+    """An existing node cannot change model, image or mounts in place: say so instead of guessing."""
     problems = []
     for node in wanted:
         container = existing.get(node.name)
         if container is None:
             continue
+        mounted = {(mount.get("Name"), mount.get("Destination")) for mount in container.get("Mounts") or []}
+        lacking = [volume.path for volume in inventory.SHARED_VOLUMES if (_volume(volume), volume.path) not in mounted]
+        if lacking:
+            problems.append(f"{node.name} has no shared {' and '.join(lacking)} (made before the virtual cluster had them)")
         labels = container["Config"]["Labels"] or {}
         have_gpus, want_gpus = labels.get(GPUS_LABEL, ""), str(node.gpus or "")
         if have_gpus != want_gpus:
@@ -424,11 +442,20 @@ def _node_volumes(node: NodeSpec) -> list[str]:
     return ["-v", f"{_state_volume()}:{paths.role_default('slurm', 'slurm_state_save_location')}"]
 
 
+def _ensure_volumes(changes: list[str]) -> None:
+    """The shared volumes every node mounts (inventory.SHARED_VOLUMES: the stand-in for NFS)."""
+    have = set(docker.volumes(cluster_name()))
+    for volume in inventory.SHARED_VOLUMES:
+        if _volume(volume) not in have:
+            docker.run(["volume", "create", "--label", f"{docker.LABEL}={cluster_name()}", _volume(volume)])
+            changes.append(f"created volume {_volume(volume)} (shared {volume.path})")
+
+
 def _create_node(node: NodeSpec, spec: ClusterSpec, public_key: str) -> None:
     _progress(f"creating {node.name}" + (f" with simulated GPUs {node.gpus}" if node.gpus else ""))
     docker.run([
         "create", "--name", _container(node.name), "--hostname", node.name, "--network", _network(),
-        *_labels(node.role, spec, node.name, node.gpus), *SYSTEMD_RUN_OPTIONS, "-p", "127.0.0.1::22",
+        *_labels(node.role, spec, node.name, node.gpus), *SYSTEMD_RUN_OPTIONS, *_volume_options(), "-p", "127.0.0.1::22",
         *_node_volumes(node), image.NodeImage(spec.image).tag,
     ])
     try:

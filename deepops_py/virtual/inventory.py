@@ -11,6 +11,8 @@ import yaml
 HEADER = (
     "# Written by 'deepops virtual up' for the virtual cluster on this machine's Docker engine.\n"
     "# Regenerated when ports change; edits are lost. Remove with 'deepops virtual down'.\n"
+    "# shared_mounts: /home and /sw are Docker volumes mounted in every node, the virtual\n"
+    "# cluster's stand-in for NFS (no NFS in this kernel), declared as the site's own mounts.\n"
 )
 
 
@@ -27,6 +29,33 @@ class Endpoint:
 # The ordinary user every virtual cluster declares (cluster_users), for trying
 # and testing jobs as someone other than root; ssh in as alice with the cluster's key.
 USER = {"name": "alice", "uid": 2001, "gid": 2001}
+
+
+@dataclass(frozen=True)
+class SharedVolume:
+    """One shared file system of the virtual cluster."""
+
+    name: str  # the volume is <cluster name>-<name>
+    path: str  # mounted here in every node
+    modulefiles: str = ""  # Lmod module directory under path
+
+
+# The virtual cluster's STAND-IN for shared storage. The test machines' kernel
+# has no NFS (neither nfsd nor the client: no module support, not built in),
+# so a real NFS server cannot run in the containers, nor could they mount one.
+# Instead one Docker volume per path is mounted at that path in every node
+# container ('virtual up'), and the inventory declares them as the site's own
+# mounts (managed: false): the deploy does not mount them, and checks on every
+# node that they are mounted before Slurm starts, as it does for a site's
+# Lustre or GPFS. /home holds the users' homes, /sw the shared software tree
+# (module files in /sw/modulefiles), as the roles' defaults on metal.
+SHARED_VOLUMES = (SharedVolume("home", "/home"), SharedVolume("sw", "/sw", "modulefiles"))
+
+
+def shared_mounts() -> list[dict]:
+    """shared_mounts for the stand-in volumes: site-managed, so deploy only checks them."""
+    return [{"path": volume.path, "managed": False, **({"modulefiles": volume.modulefiles} if volume.modulefiles else {})}
+            for volume in SHARED_VOLUMES]
 
 
 def render_inventory(endpoints: Sequence[Endpoint], *, key_path: Path, known_hosts_path: Path, apt_proxy: str,
@@ -91,6 +120,8 @@ def render_inventory(endpoints: Sequence[Endpoint], *, key_path: Path, known_hos
                 # first run expire (cred_expire, 120 s by default): shorter here,
                 # where a fault test requeues on purpose and nothing is far away.
                 "slurm_config": {"AuthInfo": "cred_expire=30"},
+                # The stand-in shared storage (SHARED_VOLUMES): Docker volumes, not NFS.
+                "shared_mounts": shared_mounts(),
                 "cluster_users": [{**USER, **({"ssh_keys": [user_public_key.strip()]} if user_public_key.strip() else {})}],
             },
             "hosts": hosts,

@@ -7,6 +7,9 @@ of the hosts' declared users with their local users and groups (each host's
 -> ``{users: [...to record], undeclared: [...]}``.
 ``cluster_users | deepops.cluster.cluster_users_key_files(home_base[, existing_names])``
 -> the ``managed_files`` entries of the users' ~/.ssh and authorized_keys.
+``cluster_users | deepops.cluster.cluster_users_homes_here(home_base, shared_mounts_plan, play_hosts, inventory_hostname)``
+-> the names of the users whose home this host creates: a home on a shared
+mount (``deepops_shared_mounts``, set by the nfs_client role) is made by one host.
 
 The logic lives in ``plugins/module_utils/cluster_users.py``.
 """
@@ -48,7 +51,14 @@ def cluster_users_key_files(entries: Any, base: Any = "/home", existing: Any = N
     return cluster_users.key_files(entries, str(base), None if existing is None else [str(name) for name in existing])
 
 
+def cluster_users_homes_here(entries: Any, base: Any, plan: Any, play_hosts: Any, hostname: Any) -> list[str]:
+    for value, what in ((entries, "the cluster_users list"), (plan, "the shared_mounts plan"), (play_hosts, "the play's hosts")):
+        if not isinstance(value, list):
+            raise AnsibleFilterError(f"cluster_users_homes_here expects {what}, got {type(value).__name__}")
+    return cluster_users.homes_written_here(entries, str(base), plan, [str(host) for host in play_hosts], str(hostname))
+
+
 class FilterModule:
     def filters(self) -> dict[str, Any]:
         return {"cluster_users_host_problems": cluster_users_host_problems, "cluster_users_record": cluster_users_record,
-                "cluster_users_key_files": cluster_users_key_files}
+                "cluster_users_key_files": cluster_users_key_files, "cluster_users_homes_here": cluster_users_homes_here}

@@ -3,7 +3,7 @@
 ``slurm_dbd`` and ``monitoring`` default to the FIRST host of
 ``slurm_controller`` when the inventory leaves them empty (a backup
 controller never gets MariaDB, slurmdbd or Prometheus by default).
-``slurm_login`` defaults to nothing.
+``slurm_login`` and ``nfs_server`` default to nothing.
 
 Nodes being removed (``deepops node remove``, the playbook variable
 ``deepops_removed_nodes``) stay in the inventory for the run, so they can be
@@ -34,6 +34,8 @@ COMPUTE = "slurm_compute"
 LOGIN = "slurm_login"
 DBD = "slurm_dbd"
 MONITORING = "monitoring"
+# Optional, defaults to nothing: the hosts exporting shared_mounts (module_utils/shared_mounts.py).
+NFS_SERVER = "nfs_server"
 
 # Groups that fall back to the first controller when empty or missing.
 DEFAULTS_TO_FIRST_CONTROLLER = (DBD, MONITORING)

@@ -14,6 +14,8 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from ansible_collections.deepops.cluster.plugins.module_utils import shared_mounts
+
 # POSIX-portable user and group names, as useradd accepts them by default
 # (Debian's NAME_REGEX): lower-case letter or _, then letters, digits, _ -.
 NAME = re.compile(r"[a-z_][a-z0-9_-]{0,31}")
@@ -131,6 +133,16 @@ AUTHORIZED_KEYS_HEADER = "# Managed by deepops (cluster_users): edits are replac
 
 def home_of(entry: Mapping[str, Any], base: str = "/home") -> str:
     return str(entry.get("home") or f"{base.rstrip('/')}/{entry.get('name')}")
+
+
+def homes_written_here(entries: Sequence[Mapping[str, Any]], base: str, mounts: Sequence[Mapping[str, Any]],
+                       play_hosts: Sequence[str], hostname: str) -> list[str]:
+    """The users whose home directory (and ~/.ssh) HOSTNAME creates: every user whose home is on
+    no shared mount; of those on a shared mount (MOUNTS, this host's shared_mounts plan),
+    those this host writes there (shared_mounts.writes_path), so a shared /home gets each
+    home once."""
+    return [str(entry.get("name")) for entry in entries
+            if shared_mounts.writes_path(mounts, home_of(entry, base), play_hosts, hostname)]
 
 
 def key_files(entries: Sequence[Mapping[str, Any]], base: str = "/home", existing: Sequence[str] | None = None) -> list[dict]:

@@ -22,18 +22,19 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ansible_collections.deepops.cluster.plugins.module_utils import cluster_groups, compat
+from ansible_collections.deepops.cluster.plugins.module_utils import cluster_groups, compat, shared_mounts
 from ansible_collections.deepops.cluster.plugins.module_utils.cluster_groups import (
     COMPUTE,
     CONTROLLER,
     DBD,
     LOGIN,
     MONITORING,
+    NFS_SERVER,
 )
-from ansible_collections.deepops.cluster.plugins.plugin_utils import inventory_files, schema, suggest, value_rules
+from ansible_collections.deepops.cluster.plugins.plugin_utils import inventory_files, schema, suggest, value_rules, yaml_files
 from ansible_collections.deepops.cluster.plugins.plugin_utils.problems import InvalidInventory, Problem
 
-KNOWN_GROUPS = (CONTROLLER, COMPUTE, LOGIN, DBD, MONITORING)
+KNOWN_GROUPS = (CONTROLLER, COMPUTE, LOGIN, DBD, MONITORING, NFS_SERVER)
 IMPLICIT_GROUPS = ("all", "ungrouped")
 # A host may not sit in both groups of a pair: each role assumes the host is its own.
 EXCLUSIVE_GROUPS = ((CONTROLLER, COMPUTE), (LOGIN, COMPUTE))
@@ -96,6 +97,7 @@ def load_cluster(path: Path, *, roles_dir: Path | None = None) -> Cluster:
     cluster = _build_cluster(path, manager, read)
     problems.extend(_check_nvidia_compat(cluster, known))
     problems.extend(_check_host_rules(cluster, known))
+    problems.extend(_check_shared_mounts(cluster))
     if problems:
         raise _invalid(path, problems)
     return cluster
@@ -421,6 +423,18 @@ def _once_per_problem(cluster: Cluster, found: Iterable[tuple[str, tuple[str, st
             seen.add((key, message))
             problems.append(Problem(str(cluster.inventory), f"host {name}", key, message))
     return problems
+
+
+def _check_shared_mounts(cluster: Cluster) -> list[Problem]:
+    """shared_mounts as an inventory sets it, against the groups: a managed entry needs a server
+    (its own, or a host in nfs_server), and a server that is an inventory host must be in
+    nfs_server. The role default is not checked: without an nfs_server host it declares nothing."""
+    servers = cluster.groups.get(NFS_SERVER, [])
+    return _once_per_problem(cluster, (
+        (name, ("shared_mounts", message)) for name, host in sorted(cluster.hosts.items())
+        if "shared_mounts" in host.vars and not yaml_files.is_opaque(host.vars["shared_mounts"])
+        for message in shared_mounts.inventory_problems(host.vars["shared_mounts"], servers, cluster.hosts)
+    ))
 
 
 def _check_nvidia_compat(cluster: Cluster, known: Mapping[str, Any]) -> list[Problem]:

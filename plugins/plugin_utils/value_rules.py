@@ -14,7 +14,7 @@ import re
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from ansible_collections.deepops.cluster.plugins.module_utils import cluster_users, mig_profiles, slurm_accounting
+from ansible_collections.deepops.cluster.plugins.module_utils import cluster_users, mig_profiles, shared_mounts, slurm_accounting
 from ansible_collections.deepops.cluster.plugins.plugin_utils import yaml_files
 
 # Slurm object names (QOS, accounts, partitions): letters, digits, _ . -,
@@ -32,6 +32,9 @@ _SHA256 = re.compile(r"[0-9a-fA-F]{64}")
 _RELEASE = re.compile(r"[0-9A-Za-z][0-9A-Za-z._-]{0,63}")
 _CUDA_ARCH = re.compile(r"[1-9][0-9]{1,2}[af]?")
 # A download URL (a mirror's too); {version} stands for the release.
+# An exports(5) client: a host name, address, network or wildcard, without the options' parentheses.
+_EXPORT_CLIENT = re.compile(r"[A-Za-z0-9*?.:/@_\[\]-]+")
+_ABSOLUTE_PATH = re.compile(r"/[^\s]*")
 _DOWNLOAD_URL = re.compile(r"(https?|file)://[A-Za-z0-9._~%!$&'()*+,;=:@/{}?-]+")
 
 
@@ -183,6 +186,17 @@ def _concrete(value: Any) -> Any:
     return value
 
 
+def _shared_mounts(value: Any) -> list[str]:
+    """The entries' paths, types and options (module_utils/shared_mounts.py), and each server's name."""
+    value = _concrete(value)
+    problems = shared_mounts.entry_problems(value)
+    for index, entry in enumerate(value if isinstance(value, list) else [], 1):
+        server = entry.get("server") if isinstance(entry, Mapping) else None
+        if isinstance(server, str) and server and not is_host_address(server):
+            problems.append(f"item {index} ({entry.get('path')}): server {server!r} is not a host name or an IP address")
+    return problems
+
+
 RULES: dict[str, Rule] = {
     "slurm_realmemory_reserve_mb": _at_least(0),
     "slurm_qos": _items(_qos),
@@ -197,6 +211,10 @@ RULES: dict[str, Rule] = {
     "slurm_srun_port_range": _port_range,
     "slurm_restd_listen": _each(_listen_address),
     "cluster_users": lambda value: cluster_users.entry_problems(_concrete(value)),
+    "shared_mounts": _shared_mounts,
+    "nfs_server_clients": _each(_matching(_EXPORT_CLIENT, "an exports(5) client (a host, network or wildcard)")),
+    "nfs_server_threads": _at_least(1),
+    "nfs_client_lmod_modulespath_file": _matching(_ABSOLUTE_PATH, "an absolute path"),
     "common_apt_proxy": _proxy_url,
     "ansible_host": _host_address,
     "mig_layout": _mig_layout,

@@ -21,6 +21,7 @@ import yaml
 from ansible_collections.deepops.cluster.plugins.module_utils import cluster_groups
 from deepops_py import inventory as inv
 from deepops_py import nodes, runner
+from deepops_py.errors import InputError
 from deepops_py.progress import SilentProgress
 
 REPO = Path(__file__).resolve().parents[2]
@@ -323,8 +324,48 @@ def test_remove_node_refuses_a_compute_node_that_also_serves(run_entry):
     groups = {**TWO_CONTROLLERS, "slurm_compute": ["ctl01", "gpu01"]}
     ran, result = run_entry("remove_node.yml", groups, deepops_removed_nodes="ctl01")
     assert not result.ok and set(result.hosts) == {"localhost"}
-    assert "Also a controller, slurmdbd, monitoring or login host: ctl01" in result.hosts["localhost"].message
+    assert "Also a controller, slurmdbd, monitoring, login or NFS server host: ctl01" in result.hosts["localhost"].message
     assert all(hosts == [] for hosts in ran.values()), ran
+
+
+def test_remove_node_refuses_a_compute_node_that_serves_nfs(run_entry, write_inventory):
+    groups = {**TWO_CONTROLLERS, "nfs_server": ["gpu01"]}
+    ran, result = run_entry("remove_node.yml", groups, deepops_removed_nodes="gpu01")
+    assert not result.ok and "NFS server host: gpu01" in result.hosts["localhost"].message
+    assert all(hosts == [] for hosts in ran.values()), ran
+    with pytest.raises(InputError, match="gpu01 is an NFS server"):
+        nodes.check_removable_hosts(inv.load_cluster(write_inventory(_inventory(groups))), ["gpu01"])
+
+
+STORAGE_PLAYS = ("Storage | NFS exports of the nfs_server hosts", "Storage | Shared mounts on every cluster member")
+
+
+def test_site_exports_from_the_nfs_server_then_mounts_everywhere_then_makes_the_users(run_entry):
+    ran, result = run_entry("site.yml", {**TWO_CONTROLLERS, "nfs_server": ["nfs01"]})
+    assert result.ok, result.error or result.hosts
+    assert ran[STORAGE_PLAYS[0]] == ["nfs01"]
+    assert ran[STORAGE_PLAYS[1]] == ["ctl01", "ctl02", "gpu01", "gpu02", "gpu03", "login01", "nfs01"]
+    assert ran["Users | Ordinary users, alike on every cluster node"] == ran[STORAGE_PLAYS[1]]
+    order = list(ran)
+    assert order.index("Common | Prepare every cluster node") < order.index(STORAGE_PLAYS[0]) < order.index(STORAGE_PLAYS[1])
+    assert order.index(STORAGE_PLAYS[1]) < order.index("Users | Ordinary users, alike on every cluster node") < order.index(
+        "Slurm | Check every Slurm node before any change")
+
+
+def test_site_without_an_nfs_server_runs_the_export_play_nowhere_and_warns_not(run_entry):
+    ran, result = run_entry("site.yml", TWO_CONTROLLERS)
+    assert result.ok, result.error or result.hosts
+    assert ran[STORAGE_PLAYS[0]] == []
+    assert not any("nfs_server" in warning for host in result.hosts.values() for warning in host.warnings)
+
+
+def test_add_node_exports_to_the_new_node_from_the_nfs_server(run_entry, write_inventory):
+    groups = {**TWO_CONTROLLERS, "nfs_server": ["nfs01"]}
+    ran, result = run_entry("add_node.yml", groups, deepops_new_nodes=["gpu03"])
+    assert result.ok, result.error or result.hosts
+    assert ran[STORAGE_PLAYS[0]] == ["nfs01"]
+    assert ran[STORAGE_PLAYS[1]] == ["ctl01", "ctl02", "gpu03", "nfs01"]
+    assert set(nodes.target_hosts(inv.load_cluster(write_inventory(_inventory(groups))), ["gpu03"])) == set(result.hosts) - {"localhost"}
 
 
 def test_cluster_address_is_the_pinned_one_else_the_default_ipv4_else_unknown():

@@ -351,3 +351,81 @@ def test_controllers_mount_the_shared_state_volume(monkeypatch):
     assert cluster._node_volumes(controller) == ["-v", f"{volume}:/var/lib/slurm/slurmctld"]
     assert calls == [["volume", "create", "--label", f"deepops.virtual={cluster.cluster_name()}", volume]]
     assert cluster._node_volumes(compute) == []
+# --------------------------------------------------------------------------
+# shared storage: Docker volumes mounted in every node, the stand-in for NFS
+
+
+def test_inventory_declares_the_stand_in_volumes_as_site_managed_mounts(tmp_path):
+    from deepops_py import inventory as deepops_inventory
+
+    path = tmp_path / "inventory.yml"
+    path.write_text(inventory.render_inventory(ENDPOINTS, key_path=tmp_path / "k", known_hosts_path=tmp_path / "kh",
+                                               apt_proxy=""))
+    assert yaml.safe_load(path.read_text())["all"]["vars"]["shared_mounts"] == [
+        {"path": "/home", "managed": False}, {"path": "/sw", "managed": False, "modulefiles": "modulefiles"}]
+    assert "stand-in for NFS" in path.read_text()
+    loaded = deepops_inventory.load_cluster(path)  # the inventory check accepts it
+    assert loaded.hosts["gpu01"].vars["shared_mounts"][0]["path"] == "/home"
+
+
+class VolumeDocker:
+    """Records docker calls; answers ps/inspect/volume ls/network ls for one cluster."""
+
+    def __init__(self, volumes=(), containers=()):
+        self.volumes, self.containers, self.calls = list(volumes), list(containers), []
+
+    def __call__(self, args, *, input=None, timeout=120, check=True):
+        self.calls.append(list(args))
+        out = ""
+        if args[:2] == ["volume", "ls"]:
+            out = "\n".join(self.volumes)
+        elif args[0] == "ps":
+            out = "\n".join(self.containers)
+        elif args[0] == "info":
+            out = "20.10\n"
+        elif args[0] == "inspect":
+            out = "[]"
+        return subprocess.CompletedProcess(["docker", *args], 0, out, "")
+
+
+def test_nodes_mount_the_shared_volumes_at_the_same_paths(monkeypatch):
+    from deepops_py.virtual import docker
+
+    monkeypatch.setenv("DEEPOPS_VIRTUAL_NAME", "vt")
+    fake = VolumeDocker(volumes=["vt-home"])
+    monkeypatch.setattr(docker, "run", fake)
+    changes = []
+    cluster._ensure_volumes(changes)
+    assert ["volume", "create", "--label", "deepops.virtual=vt", "vt-sw"] in fake.calls
+    assert not any(call[:2] == ["volume", "create"] and call[-1] == "vt-home" for call in fake.calls)
+    assert changes == ["created volume vt-sw (shared /sw)"]
+    spec = cluster.ClusterSpec.from_options(compute=1)
+    cluster._create_node(spec.nodes()[0], spec, "ssh-ed25519 AAAA x")
+    create = next(call for call in fake.calls if call[0] == "create")
+    mounts = [create[i + 1] for i, arg in enumerate(create) if arg == "-v"]
+    assert {"vt-home:/home", "vt-sw:/sw"} <= set(mounts)
+    assert "vt-slurmctld-state:/var/lib/slurm/slurmctld" in mounts  # ctl01: the controllers' shared Slurm state
+
+
+def test_a_node_made_without_the_shared_volumes_is_refused_not_guessed(monkeypatch):
+    monkeypatch.setenv("DEEPOPS_VIRTUAL_NAME", "vt")
+    spec = cluster.ClusterSpec.from_options(compute=1)
+    labels = {cluster.GPUS_LABEL: "", cluster.IMAGE_NAME_LABEL: "debian12"}
+    old = {"ctl01": {"Config": {"Labels": labels}, "Mounts": [{"Name": None, "Destination": "/sys/fs/cgroup"}]}}
+    with pytest.raises(InputError, match="ctl01 has no shared /home and /sw"):
+        cluster._refuse_mismatches(spec.nodes()[:1], old, spec)
+    new = {"ctl01": {"Config": {"Labels": labels}, "Mounts": [{"Name": "vt-home", "Destination": "/home"},
+                                                               {"Name": "vt-sw", "Destination": "/sw"}]}}
+    cluster._refuse_mismatches(spec.nodes()[:1], new, spec)
+
+
+def test_down_removes_the_shared_volumes(monkeypatch, tmp_path):
+    from deepops_py.virtual import docker
+
+    monkeypatch.setenv("DEEPOPS_VIRTUAL_NAME", "vt")
+    monkeypatch.setenv("DEEPOPS_STATE_DIR", str(tmp_path))
+    fake = VolumeDocker(volumes=["vt-home", "vt-sw"])
+    monkeypatch.setattr(docker, "run", fake)
+    said = list(cluster.down())
+    assert ["volume", "rm", "vt-home"] in fake.calls and ["volume", "rm", "vt-sw"] in fake.calls
+    assert "removed volume vt-home" in said
