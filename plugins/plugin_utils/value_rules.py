@@ -14,7 +14,7 @@ import re
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from ansible_collections.deepops.cluster.plugins.module_utils import cluster_users, mig_profiles, slurm_accounting
+from ansible_collections.deepops.cluster.plugins.module_utils import cluster_users, mig_profiles, pam_slurm_adopt, slurm_accounting
 from ansible_collections.deepops.cluster.plugins.plugin_utils import yaml_files
 
 # Slurm object names (QOS, accounts, partitions): letters, digits, _ . -,
@@ -106,6 +106,18 @@ def _account_user(item: Mapping[str, Any]) -> list[str]:
     return problems + _fairshare(item)
 
 
+def _pam_adopt(render: Callable[[Any], Any]) -> Rule:
+    """A rule from one of pam_slurm_adopt's renderers: what it refuses, the deploy would refuse too."""
+    def rule(value: Any) -> list[str]:
+        try:
+            render(_concrete(value))
+        except (pam_slurm_adopt.PamAdoptError, TypeError, AttributeError) as error:
+            return [str(error)]
+        return []
+
+    return rule
+
+
 def _partition(item: Mapping[str, Any]) -> list[str]:
     problems = [] if "name" in item else ["needs a name"]
     return problems + _slurm_name(item.get("name"))
@@ -179,6 +191,9 @@ RULES: dict[str, Rule] = {
     "slurm_accounts": _items(_account),
     "slurm_account_users": _items(_account_user),
     "slurm_srun_port_range": _port_range,
+    "slurm_pam_adopt_allowed_users": _each(_pam_adopt(lambda name: pam_slurm_adopt.access_lines([name]))),
+    "slurm_pam_adopt_allowed_groups": _each(_pam_adopt(lambda name: pam_slurm_adopt.access_lines([], [name]))),
+    "slurm_pam_adopt_options": _pam_adopt(lambda options: pam_slurm_adopt.module_options(options) if isinstance(options, Mapping) else None),
     "cluster_users": lambda value: cluster_users.entry_problems(_concrete(value)),
     "common_apt_proxy": _proxy_url,
     "ansible_host": _host_address,
