@@ -6,18 +6,23 @@ The account stack deepops appends to ``/etc/pam.d/sshd`` (after the
 distribution's own account modules, so pam_slurm_adopt is the last one, as
 SchedMD's guide asks)::
 
+    account [success=2 default=ignore] pam_succeed_if.so quiet uid eq 0
     account [success=1 default=ignore] pam_access.so nodefgroup accessfile=FILE
     -account required pam_slurm_adopt.so action_no_jobs=deny ...
 
-- pam_access grants the users and ``(groups)`` of FILE (root and the deploy
-  user always among them): success skips the pam_slurm_adopt line, so they
-  log in whether or not slurmd answers. FILE ends with ``-:ALL:ALL``: for
+- root (uid 0, how Ansible reaches the nodes) skips both other lines on the
+  first one, which reads no file: whatever happens to FILE or to
+  pam_slurm_adopt's package, root logs in.
+- pam_access grants the users and ``(groups)`` of FILE (the deploy user
+  always among them): success skips the pam_slurm_adopt line, so they log
+  in whether or not slurmd answers. FILE ends with ``-:ALL:ALL``: for
   everyone else pam_access fails, which ``default=ignore`` passes over, and
-  pam_slurm_adopt decides. A missing or unreadable FILE fails the same way,
-  and pam_slurm_adopt still ignores root (its ``ignore_root`` default).
-- The leading ``-`` makes PAM skip the pam_slurm_adopt line when the module
-  file is missing (the package removed): the node opens up rather than
-  locking out everyone.
+  pam_slurm_adopt decides. A missing FILE fails the same way (only root is
+  then sure to pass).
+- With the module file missing (the package removed) the pam_slurm_adopt
+  line fails without a log line (the leading ``-``): ordinary users are
+  refused, the lines above still let root and the allowed users in.
+  (Checked in a Debian 12 container with libpam-modules 1.5.2.)
 
 Pure Python, no Ansible imports: unit tested, and imported by the filter
 plugin ``plugins/filter/pam_slurm_adopt.py``.
@@ -71,7 +76,8 @@ def _names(values: Iterable[Any] | None, what: str) -> list[str]:
 
 
 def access_lines(users: Iterable[Any] | None = None, groups: Iterable[Any] | None = None) -> list[str]:
-    """pam_access(8) table (``nodefgroup``) granting root, USERS and GROUPS and refusing everyone else."""
+    """pam_access(8) table (``nodefgroup``) granting root, USERS and GROUPS and refusing everyone else
+    (root passes before the table is read; it is listed for anyone reading the table alone)."""
     allowed = _names(ALWAYS_ALLOWED, "user") + _names(users, "user")
     allowed = list(dict.fromkeys(allowed))
     tokens = allowed + [f"({group})" for group in _names(groups, "group")]
@@ -95,11 +101,12 @@ def module_options(overrides: Mapping[str, Any] | None = None) -> dict[str, str]
 
 
 def account_lines(access_file: str, overrides: Mapping[str, Any] | None = None) -> list[str]:
-    """The two account lines (see the module's docstring), for ACCESS_FILE and the merged options."""
+    """The three account lines (see the module's docstring), for ACCESS_FILE and the merged options."""
     if not isinstance(access_file, str) or not access_file.startswith("/") or not _OPTION_VALUE.fullmatch(access_file):
         raise PamAdoptError(f"the pam_access table must be an absolute path without blanks, found {access_file!r}")
     arguments = " ".join(f"{key}={value}" for key, value in module_options(overrides).items())
     return [
+        "account [success=2 default=ignore] pam_succeed_if.so quiet uid eq 0",
         f"account [success=1 default=ignore] pam_access.so nodefgroup accessfile={access_file}",
         f"-account required pam_slurm_adopt.so {arguments}".rstrip(),
     ]

@@ -69,9 +69,10 @@ def test_a_name_that_would_change_the_access_table_is_refused(bad):
         pam_slurm_adopt.access_lines([], [bad])
 
 
-def test_account_lines_pam_access_skips_pam_slurm_adopt_which_may_be_missing():
+def test_account_lines_root_then_the_access_table_skip_pam_slurm_adopt():
     lines = pam_slurm_adopt.account_lines("/etc/security/adopt.conf")
     assert lines == [
+        "account [success=2 default=ignore] pam_succeed_if.so quiet uid eq 0",
         "account [success=1 default=ignore] pam_access.so nodefgroup accessfile=/etc/security/adopt.conf",
         "-account required pam_slurm_adopt.so action_no_jobs=deny action_unknown=newest "
         "action_adopt_failure=allow action_generic_failure=ignore",
@@ -81,7 +82,7 @@ def test_account_lines_pam_access_skips_pam_slurm_adopt_which_may_be_missing():
 def test_options_merge_over_the_defaults_and_null_drops_one():
     lines = pam_slurm_adopt.account_lines(
         "/etc/a.conf", {"log_level": "debug", "action_generic_failure": "deny", "action_unknown": None, "join_container": False})
-    assert lines[1] == ("-account required pam_slurm_adopt.so action_no_jobs=deny action_adopt_failure=allow "
+    assert lines[2] == ("-account required pam_slurm_adopt.so action_no_jobs=deny action_adopt_failure=allow "
                         "action_generic_failure=deny log_level=debug join_container=0")
 
 
@@ -159,6 +160,7 @@ def pam_run(tmp_path):
 def _block(access_file: str) -> str:
     return (
         "# BEGIN deepops (slurm role): pam_slurm_adopt\n"
+        "account [success=2 default=ignore] pam_succeed_if.so quiet uid eq 0\n"
         f"account [success=1 default=ignore] pam_access.so nodefgroup accessfile={access_file}\n"
         "-account required pam_slurm_adopt.so action_no_jobs=deny action_unknown=newest "
         "action_adopt_failure=allow action_generic_failure=ignore\n"
