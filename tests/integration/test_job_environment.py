@@ -75,6 +75,12 @@ def _alice_ssh(cluster, host: str, command: str) -> subprocess.CompletedProcess:
     return subprocess.run(argv, capture_output=True, text=True, timeout=120)
 
 
+def _logged_in(cluster, host: str, command: str) -> subprocess.CompletedProcess | None:
+    """COMMAND on HOST as alice when she could log in there, else None."""
+    proc = _alice_ssh(cluster, host, command)
+    return proc if proc.returncode == 0 else None
+
+
 def _alice(cluster, command: str) -> str:
     """COMMAND as alice on the login node, where she submits her jobs."""
     proc = _alice_ssh(cluster, LOGIN, command)
@@ -165,8 +171,9 @@ def test_alice_reaches_a_compute_node_only_while_her_job_runs_there(deployed):
 
     job = _start(deployed, "echo mine > /tmp/job-file; sleep 120")
     try:
-        inside = _alice_ssh(deployed, NODE, "whoami; cat /tmp/job-file")
-        assert inside.returncode == 0, inside.stderr
+        # RUNNING in squeue may come a moment before the node's step daemons answer pam_slurm_adopt
+        inside = _wait(lambda: _logged_in(deployed, NODE, "whoami; cat /tmp/job-file"), 20)
+        assert inside is not None, _alice_ssh(deployed, NODE, "true").stderr
         assert inside.stdout.split() == [USER, "mine"], inside.stdout  # adopted: the job's own /tmp
         adopted = deployed.ssh(NODE, f"journalctl --no-pager -o cat -t pam_slurm_adopt | grep -c 'adopted into job {job}'",
                                check=False).stdout.strip()
@@ -177,6 +184,6 @@ def test_alice_reaches_a_compute_node_only_while_her_job_runs_there(deployed):
     finally:
         _ctl(deployed, f"scancel {job}", check=False)
     assert _wait(lambda: not _state(deployed, job), 60)
-    again = _wait(lambda: _alice_ssh(deployed, NODE, "true").returncode != 0, 30)
+    again = _wait(lambda: _logged_in(deployed, NODE, "true") is None, 30)
     assert again, "alice could still log in to gpu01 after her job ended"
     assert deployed.ssh(NODE, "systemctl is-active slurmd ssh").stdout.split() == ["active", "active"]
