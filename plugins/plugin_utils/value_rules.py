@@ -14,7 +14,13 @@ import re
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from ansible_collections.deepops.cluster.plugins.module_utils import cluster_users, mig_profiles, shared_mounts, slurm_accounting
+from ansible_collections.deepops.cluster.plugins.module_utils import (
+    cluster_users,
+    mig_profiles,
+    pam_slurm_adopt,
+    shared_mounts,
+    slurm_accounting,
+)
 from ansible_collections.deepops.cluster.plugins.plugin_utils import yaml_files
 
 # Slurm object names (QOS, accounts, partitions): letters, digits, _ . -,
@@ -107,6 +113,18 @@ def _account_user(item: Mapping[str, Any]) -> list[str]:
     problems += _names_in(item, "default_account", "default_account")
     problems += _names_in(item, "qos", "qos") + _names_in(item, "default_qos", "default_qos")
     return problems + _fairshare(item)
+
+
+def _pam_adopt(render: Callable[[Any], Any]) -> Rule:
+    """A rule from one of pam_slurm_adopt's renderers: what it refuses, the deploy would refuse too."""
+    def rule(value: Any) -> list[str]:
+        try:
+            render(_concrete(value))
+        except (pam_slurm_adopt.PamAdoptError, TypeError, AttributeError) as error:
+            return [str(error)]
+        return []
+
+    return rule
 
 
 def _partition(item: Mapping[str, Any]) -> list[str]:
@@ -210,6 +228,9 @@ RULES: dict[str, Rule] = {
     "slurm_account_users": _items(_account_user),
     "slurm_srun_port_range": _port_range,
     "slurm_restd_listen": _each(_listen_address),
+    "slurm_pam_adopt_allowed_users": _each(_pam_adopt(lambda name: pam_slurm_adopt.access_lines([name]))),
+    "slurm_pam_adopt_allowed_groups": _each(_pam_adopt(lambda name: pam_slurm_adopt.access_lines([], [name]))),
+    "slurm_pam_adopt_options": _pam_adopt(lambda options: pam_slurm_adopt.module_options(options) if isinstance(options, Mapping) else None),
     "cluster_users": lambda value: cluster_users.entry_problems(_concrete(value)),
     "shared_mounts": _shared_mounts,
     "nfs_server_clients": _each(_matching(_EXPORT_CLIENT, "an exports(5) client (a host, network or wildcard)")),

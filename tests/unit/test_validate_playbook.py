@@ -34,6 +34,7 @@ HEALTHY = {
     "high_state": "RUNNING",
     "restarts": "1",
     "exempt": "00:00:00",
+    "association": "root\n",  # root's association in the test jobs' account (validate_account)
 }
 
 STUBS = {
@@ -73,7 +74,13 @@ STUBS = {
           *job*) echo "JobId=201 JobName=deepops-validate JobState=PENDING Reason=BeginTime Restarts=$(cat "$DEEPOPS_FAKE/restarts") BatchFlag=1" ;;
         esac
         """),
-    "sacctmgr": "printf 'high|00:00:00|low\\nnormal|00:00:00|\\nlow|00:00:00|\\n'",
+    "sacctmgr": textwrap.dedent("""\
+        echo "sacctmgr $*" >> "$DEEPOPS_FAKE/sacctmgr"
+        case "$*" in
+          *association*) cat "$DEEPOPS_FAKE/association" ;;
+          *) printf 'high|00:00:00|low\\nnormal|00:00:00|\\nlow|00:00:00|\\n' ;;
+        esac
+        """),
     "scancel": 'echo "$*" >> "$DEEPOPS_FAKE/scancel"',
     # munge's health (roles/validate/files/munge.sh): DEEPOPS_FAKE_MUNGE is the node's munge.service state
     "systemctl": textwrap.dedent("""\
@@ -177,6 +184,10 @@ def test_healthy_cluster_passes_every_check(fake_cluster):
     assert "requeued (Restarts=1" in checks["preemption", "gpu01"].detail
     assert "2 ranks, allreduce sum 1 (expected 1) on gpu01,gpu02" in checks["mpi", "gpu01,gpu02"].detail
     assert "--name=deepops-validate" in scancel.read_text()  # cleanup ran
+    # every job is charged to root's own account, never to whatever root's default happens to be
+    submitted = [line for line in scancel.with_name("submitted").read_text().splitlines() if line.startswith(("srun ", "sbatch "))]
+    assert len(submitted) >= 8 and all(" --account=root " in f"{line} " for line in submitted), submitted
+    assert "show association where user=root account=root format=account" in scancel.with_name("sacctmgr").read_text()
 
 
 def test_broken_cluster_fails_the_right_checks(fake_cluster):
@@ -266,6 +277,16 @@ def test_a_step_that_cannot_run_is_recorded_and_the_jobs_are_still_cancelled(fak
     assert not report.ok
     error = checks["validate", "ctl01"]
     assert error.status == "fail" and "sinfo" in error.detail and "Unable to contact slurm controller" in error.detail
+    assert "--name=deepops-validate" in scancel.read_text()
+
+
+def test_an_account_the_jobs_user_has_no_association_in_stops_the_run_before_any_job(fake_cluster):
+    report, checks, scancel = fake_cluster({"association": ""}, validate_account="acceptance")
+    assert not report.ok
+    error = checks["validate", "ctl01"]
+    assert error.status == "fail", error
+    assert "root has no Slurm association in the account acceptance (validate_account)" in error.detail
+    assert scancel.with_name("submitted").read_text() == ""  # no job was submitted
     assert "--name=deepops-validate" in scancel.read_text()
 
 

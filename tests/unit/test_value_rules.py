@@ -50,6 +50,10 @@ def check(write_inventory, group_vars: str = "", more_hosts: str = ""):
         ("cluster_users: [{name: a, uid: 2001}, {name: b, uid: 2001}]", "cluster_users: item 2 (b): uid 2001 is already item 1 (a)'s"),
         ("cluster_users: [{uid: 2001}]", "cluster_users: item 1: missing required key 'name'"),
         ("cluster_users: [{name: a, uid: '2001'}]", "cluster_users: item 1: uid: expected int"),
+        ("slurm_pam_adopt_allowed_users: [ok, 'x:ALL']", "slurm_pam_adopt_allowed_users: item 2: user 'x:ALL' cannot go into a pam_access"),
+        ("slurm_pam_adopt_allowed_groups: ['(wheel)']", "slurm_pam_adopt_allowed_groups: item 1: group '(wheel)' cannot go"),
+        ("slurm_pam_adopt_options: {log_level: 'debug ignore_root=0'}", "slurm_pam_adopt_options: pam_slurm_adopt option log_level"),
+        ("slurm_job_container_enabled: maybe", "slurm_job_container_enabled"),
     ],
 )
 def test_bad_values_are_exit_2(write_inventory, group_vars, expected):
@@ -78,6 +82,8 @@ def test_hosts_that_differ_only_in_case_are_refused(write_inventory):
         'nccl_tests_url: "http://mirror.example/nccl-tests/v{version}.tar.gz"\nnccl_tests_cuda_archs: ["90a", "100"]',
         'slurm_default_qos: "{{ site_default_qos }}"\nsite_default_qos: x',
         'slurm_restd_listen: ["0.0.0.0:6820", "[::]:6820", "[::1]:6820", "ctl01.example:8080", "unix:/run/slurmrestd/slurmrestd.socket"]',
+        "slurm_pam_adopt_allowed_users: [hpcadmin, svc.backup]\nslurm_pam_adopt_allowed_groups: [sudo]\n"
+        "slurm_pam_adopt_options: {log_level: debug, action_unknown: null}\nslurm_job_container_base_path: /nvme/jobs",
     ],
 )
 def test_good_values_pass(write_inventory, group_vars):

@@ -1,0 +1,197 @@
+"""The jobs' environment on the compute nodes of the virtual cluster (Debian 12, Slurm 22.05):
+
+- per-job /tmp and /dev/shm (JobContainerType=job_container/tmpfs, PrologFlags=Contain):
+  two jobs of alice's running at once on gpu01 each start with empty /tmp and /dev/shm
+  and never see the other's files, nor the node's own /tmp; the job's directories are
+  gone when it ends, and slurmd keeps serving the node;
+- pam_slurm_adopt on the compute nodes: alice (the virtual cluster's ordinary user,
+  cluster_users) cannot ssh to gpu01 without a job there, can while one runs (her
+  session joins the job: it sees the job's /tmp), and cannot again once it ended;
+  root (Ansible's way in) always can; the controller and the login node are untouched.
+
+In these containers Slurm tracks processes with proctrack/linuxproc (no cgroup
+delegation), so an adopted ssh session is let in and joins the job's namespace, but
+is not confined to the job's cgroup nor killed when the job ends; that part holds
+on real hosts (proctrack/cgroup) only and is not tested here (README, "Per-job /tmp
+and pam_slurm_adopt").
+
+Self-sufficient: run alone it deploys, and a second deploy must change nothing; in the
+suite an earlier module has deployed (test_slurm checks the second deploy there).
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+import subprocess
+import time
+
+import pytest
+
+CONTROLLER = "ctl01"
+LOGIN = "login01"
+NODE = "gpu01"
+OTHER = "gpu02"
+USER = "alice"
+JOB_NAME = "deepops-jobenv-test"
+BASE_PATH = "/var/lib/slurm/job_containers"  # slurm_job_container_base_path's default
+# Small jobs that fit a node together: without --mem a job takes all of its memory (CR_Core_Memory).
+SMALL = f"--job-name={JOB_NAME} --nodes=1 --ntasks=1 --cpus-per-task=1 --mem=64M --time=3"
+
+
+@pytest.fixture(scope="module")
+def deployed(cluster):
+    """The session cluster deployed and converged, with alice holding a Slurm association
+    (AccountingStorageEnforce=associations); one made here goes again after."""
+    assert LOGIN in cluster.hostvars(), "the session cluster starts with 'virtual up --login'"
+    # In the suite an earlier module deployed (test_slurm checks a second deploy changes nothing);
+    # run alone, the module deploys, and a second deploy must change nothing.
+    if not _deployed(cluster):
+        rows = cluster.deepops("deploy", "--json", timeout=3600, check=True).json()["hosts"]
+        if any(row["changed"] for row in rows.values()):
+            rows = cluster.deepops("deploy", "--json", timeout=3600, check=True).json()["hosts"]
+        changed = {host: row["changed_tasks"] for host, row in rows.items() if row["changed"]}
+        assert changed == {}, changed
+    show = f"sacctmgr --noheader --parsable2 show association where user={USER} format=account"
+    added = not _ctl(cluster, show).strip()
+    if added:
+        _ctl(cluster, f"sacctmgr --immediate add user {USER} account=users")
+    yield cluster
+    _ctl(cluster, f"scancel --name={JOB_NAME}", check=False)
+    cluster.ssh(NODE, "rm -f /tmp/deepops-jobenv-node-file", check=False)
+    if added:
+        _ctl(cluster, f"sacctmgr --immediate delete user {USER}", check=False)
+
+
+def _deployed(cluster) -> bool:
+    """Whether a deploy already put the job container and pam_slurm_adopt in place."""
+    config = cluster.ssh(CONTROLLER, "scontrol show config", check=False)
+    pam = cluster.ssh(NODE, "cat /etc/pam.d/sshd", check=False)
+    return config.returncode == 0 and "job_container/tmpfs" in config.stdout and "pam_slurm_adopt.so" in pam.stdout
+
+
+def _ctl(cluster, command: str, check: bool = True) -> str:
+    return cluster.ssh(CONTROLLER, command, check=check).stdout
+
+
+def _alice_ssh(cluster, host: str, command: str) -> subprocess.CompletedProcess:
+    """COMMAND on HOST as alice, logged in over SSH with her key (the cluster's key, cluster_users)."""
+    hv = cluster.hostvars()[host]
+    argv = ["ssh", "-o", "BatchMode=yes", "-o", "ConnectTimeout=10", "-i", hv["ansible_ssh_private_key_file"],
+            "-p", str(hv["ansible_port"]), *shlex.split(hv["ansible_ssh_common_args"]),
+            f"{USER}@{hv['ansible_host']}", command]
+    return subprocess.run(argv, capture_output=True, text=True, timeout=120)
+
+
+def _logged_in(cluster, host: str, command: str) -> subprocess.CompletedProcess | None:
+    """COMMAND on HOST as alice when she could log in there, else None."""
+    proc = _alice_ssh(cluster, host, command)
+    return proc if proc.returncode == 0 else None
+
+
+def _alice(cluster, command: str) -> str:
+    """COMMAND as alice on the login node, where she submits her jobs."""
+    proc = _alice_ssh(cluster, LOGIN, command)
+    assert proc.returncode == 0, f"{USER}@{LOGIN} {command!r}: rc={proc.returncode} {proc.stdout}{proc.stderr}"
+    return proc.stdout
+
+
+def _state(cluster, job: str) -> str:
+    return _ctl(cluster, f"squeue --noheader --jobs={job} --format=%T", check=False).strip()
+
+
+def _wait(predicate, timeout: float, step: float = 1.0):
+    deadline = time.monotonic() + timeout
+    while True:
+        value = predicate()
+        if value or time.monotonic() >= deadline:
+            return value
+        time.sleep(step)
+
+
+def _start(cluster, script: str) -> str:
+    """An sbatch job of alice's on NODE running SCRIPT; returns its id once it runs."""
+    job = _alice(cluster, f"sbatch --parsable {SMALL} --nodelist={NODE} --output=/dev/null --wrap {shlex.quote(script)}")
+    job = job.strip().split(";")[0]
+    assert _wait(lambda: _state(cluster, job) == "RUNNING", 60), (job, _state(cluster, job))
+    return job
+
+
+def _config(cluster) -> dict[str, str]:
+    return {key.strip(): value.strip() for key, _sep, value in
+            (line.partition("=") for line in _ctl(cluster, "scontrol show config").splitlines())}
+
+
+def test_slurm_runs_jobs_in_a_job_container_with_an_extern_step(deployed):
+    config = _config(deployed)
+    assert config["JobContainerType"] == "job_container/tmpfs"
+    assert "Contain" in config["PrologFlags"].split(","), config["PrologFlags"]
+    # configless: the controller serves job_container.conf with slurm.conf
+    conf = _ctl(deployed, "grep -v '^#' /etc/slurm/job_container.conf").split()
+    assert conf == [f"BasePath={BASE_PATH}", "AutoBasePath=YES"], conf
+
+
+def test_two_jobs_on_one_node_each_get_their_own_empty_tmp(deployed):
+    deployed.ssh(NODE, "echo node > /tmp/deepops-jobenv-node-file")
+    # A: lists what it found, leaves files in /tmp and /dev/shm, and holds on until told.
+    first = _start(deployed, "ls -A /tmp /dev/shm > /var/tmp/deepops-jobenv-first.txt; "
+                             "echo first > /tmp/first; echo first > /dev/shm/first; sleep 120")
+    try:
+        # B, on the same node while A runs: finds neither A's files nor the node's.
+        seen = _alice(deployed, f"srun {SMALL} --nodelist={NODE} sh -c "
+                                "'ls -A /tmp /dev/shm; echo second > /tmp/second; hostname; stat -c %U /tmp'")
+        lines = seen.split()
+        assert lines == ["/dev/shm:", "/tmp:", NODE, USER] or lines == ["/tmp:", "/dev/shm:", NODE, USER], seen
+        first_saw = deployed.ssh(NODE, "cat /var/tmp/deepops-jobenv-first.txt").stdout.split()
+        assert sorted(first_saw) == ["/dev/shm:", "/tmp:"], first_saw  # A started empty too
+        # the node's own /tmp (root's view) holds neither job's files, and still its own
+        assert deployed.ssh(NODE, "ls -A /tmp").stdout.split().count("deepops-jobenv-node-file") == 1
+        assert deployed.ssh(NODE, "ls /tmp/first /tmp/second /dev/shm/first", check=False).returncode != 0
+        # A's files are under the base path while it runs ...
+        held = deployed.ssh(NODE, f"find {BASE_PATH} -name first -path '*{first}*'").stdout.split()
+        assert held, deployed.ssh(NODE, f"find {BASE_PATH} -maxdepth 3").stdout
+    finally:
+        _ctl(deployed, f"scancel {first}", check=False)
+        deployed.ssh(NODE, "rm -f /var/tmp/deepops-jobenv-first.txt", check=False)
+    # ... and gone with the job; slurmd goes on serving the node
+    assert _wait(lambda: not _state(deployed, first), 60), _state(deployed, first)
+    left = _wait(lambda: deployed.ssh(NODE, f"find {BASE_PATH} -path '*/{first}*'").stdout.strip() == "", 30)
+    assert left, deployed.ssh(NODE, f"find {BASE_PATH} -maxdepth 3").stdout
+    assert deployed.ssh(NODE, "systemctl is-active slurmd").stdout.strip() == "active"
+    assert _alice(deployed, f"srun {SMALL} --nodelist={NODE} ls -A /tmp").strip() == ""
+
+
+def test_pam_slurm_adopt_is_only_on_the_compute_nodes(deployed):
+    for host in (NODE, OTHER):
+        pam = deployed.ssh(host, "cat /etc/pam.d/sshd").stdout
+        assert re.search(r"^-account\s+required\s+pam_slurm_adopt\.so .*action_no_jobs=deny", pam, re.M), pam
+        assert deployed.ssh(host, "systemctl is-enabled systemd-logind", check=False).stdout.strip() == "masked"
+        assert deployed.ssh(host, "grep -l pam_systemd /etc/pam.d/common-session", check=False).returncode == 1
+    for host in (CONTROLLER, LOGIN):
+        assert "pam_slurm_adopt" not in deployed.ssh(host, "cat /etc/pam.d/sshd").stdout, host
+        assert _alice_ssh(deployed, host, "whoami").stdout.strip() == USER, host
+
+
+def test_alice_reaches_a_compute_node_only_while_her_job_runs_there(deployed):
+    refused = _alice_ssh(deployed, NODE, "true")
+    assert refused.returncode != 0 and "Access denied by pam_slurm_adopt" in refused.stderr, refused.stderr
+    assert deployed.ssh(NODE, "id -un").stdout.strip() == "root"  # root passes, job or not
+
+    job = _start(deployed, "echo mine > /tmp/job-file; sleep 120")
+    try:
+        # RUNNING in squeue may come a moment before the node's step daemons answer pam_slurm_adopt
+        inside = _wait(lambda: _logged_in(deployed, NODE, "whoami; cat /tmp/job-file"), 20)
+        assert inside is not None, _alice_ssh(deployed, NODE, "true").stderr
+        assert inside.stdout.split() == [USER, "mine"], inside.stdout  # adopted: the job's own /tmp
+        adopted = deployed.ssh(NODE, f"journalctl --no-pager -o cat -t pam_slurm_adopt | grep -c 'adopted into job {job}'",
+                               check=False).stdout.strip()
+        assert adopted not in ("", "0"), adopted
+        # her job is on gpu01 only: gpu02 still refuses her
+        other = _alice_ssh(deployed, OTHER, "true")
+        assert other.returncode != 0 and "Access denied by pam_slurm_adopt" in other.stderr, other.stderr
+    finally:
+        _ctl(deployed, f"scancel {job}", check=False)
+    assert _wait(lambda: not _state(deployed, job), 60)
+    again = _wait(lambda: _logged_in(deployed, NODE, "true") is None, 30)
+    assert again, "alice could still log in to gpu01 after her job ended"
+    assert deployed.ssh(NODE, "systemctl is-active slurmd ssh").stdout.split() == ["active", "active"]
