@@ -120,6 +120,11 @@ def render_inventory(endpoints: Sequence[Endpoint], *, key_path: Path, known_hos
                 # first run expire (cred_expire, 120 s by default): shorter here,
                 # where a fault test requeues on purpose and nothing is far away.
                 "slurm_config": {"AuthInfo": "cred_expire=30"},
+                # Per-job /tmp is off here: with the stand-in volumes mounted, Slurm
+                # 22.05's job_container/tmpfs failed about every other job start on a
+                # node ("_create_ns: ns base mount failed: Invalid argument"), and the
+                # job was requeued and held. Real hosts keep the role's default (on).
+                "slurm_job_container_enabled": False,
                 # The stand-in shared storage (SHARED_VOLUMES): Docker volumes, not NFS.
                 "shared_mounts": shared_mounts(),
                 "cluster_users": [{**USER, **({"ssh_keys": [user_public_key.strip()]} if user_public_key.strip() else {})}],
