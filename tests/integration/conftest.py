@@ -50,8 +50,24 @@ class CliResult:
         return json.loads(self.stdout)
 
 
+# deepops commands that leave the cluster's configuration as a deploy made it
+# (they read, or run and cancel their own jobs). Any other command, a deploy
+# with options or one that failed, and a command started with popen leave the
+# cluster possibly unconverged.
+KEEPS_CONVERGED = (("plan",), ("status",), ("runs",), ("check",), ("validate",), ("mig", "show"),
+                   ("virtual", "status"))
+PLAIN_DEPLOYS = (("deploy",), ("deploy", "--json"))
+
+
 class Cluster:
-    """The virtual cluster under test, reached the way Ansible reaches it."""
+    """The virtual cluster under test, reached the way Ansible reaches it.
+
+    It tracks whether the last deploy converged it and nothing since could have
+    changed that, so that a module needing a deployed cluster deploys only when
+    it must (``ensure_deployed``): a no-op deploy takes a minute here, and most
+    modules follow one that ended converged. Tests that change a host through
+    ssh (faults, drift) undo it themselves, as they always had to.
+    """
 
     def __init__(self, state_dir: Path):
         self.state_dir = state_dir
@@ -61,11 +77,16 @@ class Cluster:
         self.env = {**os.environ, "DEEPOPS_STATE_DIR": str(state_dir), "DEEPOPS_VIRTUAL_NAME": name,
                     "PYTHONUNBUFFERED": "1"}
         self.env.pop("DEEPOPS_INVENTORY", None)
+        self.converged = False
 
     def deepops(self, *args: str, timeout: int = 1800, check: bool = False) -> CliResult:
+        if not any(args[:len(prefix)] == prefix for prefix in KEEPS_CONVERGED):
+            self.converged = False  # also when the command times out
         proc = subprocess.run(
             [str(DEEPOPS), *args], cwd=REPO, env=self.env, capture_output=True, text=True, timeout=timeout
         )
+        if args in PLAIN_DEPLOYS and proc.returncode == 0:
+            self.converged = True
         # Echo what the user would have seen, for the test log.
         sys.stderr.write(f"\n$ deepops {' '.join(args)}  (rc={proc.returncode})\n{proc.stderr[-6000:]}\n")
         result = CliResult(proc.returncode, proc.stdout, proc.stderr)
@@ -73,7 +94,13 @@ class Cluster:
             raise AssertionError(f"deepops {' '.join(args)} failed rc={proc.returncode}\n{proc.stdout}\n{proc.stderr}")
         return result
 
+    def ensure_deployed(self, timeout: int = 3600) -> None:
+        """Deploy unless the last deploy converged the cluster and nothing since could have changed it."""
+        if not self.converged:
+            self.deepops("deploy", timeout=timeout, check=True)
+
     def popen(self, *args: str) -> subprocess.Popen:
+        self.converged = False
         return subprocess.Popen(
             [str(DEEPOPS), *args], cwd=REPO, env=self.env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
         )
@@ -100,17 +127,30 @@ class Cluster:
     def hosts(self) -> list[str]:
         return sorted(self.hostvars())
 
-    def ssh(self, host: str, command: str, check: bool = True) -> subprocess.CompletedProcess:
+    def group(self, name: str) -> list[str]:
+        """The hosts the inventory puts in group NAME (its own hosts, not its children's)."""
+        data = yaml.safe_load(self.inventory_path.read_text())
+        return sorted(((data["all"].get("children") or {}).get(name) or {}).get("hosts") or {})
+
+    @property
+    def computes(self) -> list[str]:
+        return self.group("slurm_compute")
+
+    def ssh(self, host: str, command: str, check: bool = True, *, user: str | None = None,
+            login_shell: bool = False, timeout: int = 120) -> subprocess.CompletedProcess:
+        """COMMAND on HOST over SSH with the cluster's key: as Ansible logs in, or as USER (cluster_users
+        log in with that key too); in a login shell (profile scripts read, as a user's session) if asked."""
         hv = self.hostvars()[host]
+        user = user or hv.get("ansible_user", "root")
         argv = [
             "ssh", "-o", "BatchMode=yes", "-o", "ConnectTimeout=10",
             "-i", hv["ansible_ssh_private_key_file"], "-p", str(hv["ansible_port"]),
             *shlex.split(hv.get("ansible_ssh_common_args", "")),
-            f"{hv.get('ansible_user', 'root')}@{hv['ansible_host']}", command,
+            f"{user}@{hv['ansible_host']}", f"bash -lc {shlex.quote(command)}" if login_shell else command,
         ]
-        proc = subprocess.run(argv, capture_output=True, text=True, timeout=120)
+        proc = subprocess.run(argv, capture_output=True, text=True, timeout=timeout)
         if check and proc.returncode != 0:
-            raise AssertionError(f"ssh {host} {command!r} failed: {proc.stderr}")
+            raise AssertionError(f"ssh {user}@{host} {command!r} failed rc={proc.returncode}: {proc.stdout}{proc.stderr}")
         return proc
 
     def container(self, host: str) -> str:

@@ -47,7 +47,7 @@ PLAIN_SCRIPTS = [path for path in SCRIPTS if path not in MIG_SCRIPTS]
 
 @pytest.fixture(scope="module")
 def deployed(cluster):
-    cluster.deepops("deploy", timeout=3600, check=True)  # idempotent: cheap when an earlier test deployed
+    cluster.ensure_deployed()
     return cluster
 
 

@@ -13,6 +13,7 @@ import re
 import time
 
 import pytest
+from polling import wait_for
 
 CONTROLLER = "ctl01"
 NODE = "gpu01"
@@ -28,7 +29,7 @@ JOB = ("#!/bin/sh\n"
 
 @pytest.fixture(scope="module")
 def deployed(cluster):
-    cluster.deepops("deploy", timeout=3600, check=True)  # idempotent: cheap when an earlier test deployed
+    cluster.ensure_deployed()
     yield cluster
     # Whatever happened above: no fault, no test job, nodes back in service.
     cluster.deepops("virtual", "fault", NODE, "clear")
@@ -54,15 +55,6 @@ def _node(cluster, host: str) -> tuple[str, str]:
 def _job(cluster, job: str) -> dict[str, str]:
     shown = _ctl(cluster, f"scontrol show job --oneliner {job}", check=False)
     return dict(re.findall(r"\b(JobState|NodeList|Restarts|BatchHost)=(\S+)", shown))
-
-
-def wait_for(predicate, timeout: float, step: float = 2.0):
-    deadline = time.monotonic() + timeout
-    last = predicate()
-    while not last and time.monotonic() < deadline:
-        time.sleep(step)
-        last = predicate()
-    return last
 
 
 def test_health_check_is_configured(deployed):

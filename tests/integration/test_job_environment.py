@@ -22,9 +22,9 @@ from __future__ import annotations
 import re
 import shlex
 import subprocess
-import time
 
 import pytest
+from polling import wait_for
 
 CONTROLLER = "ctl01"
 LOGIN = "login01"
@@ -42,14 +42,7 @@ def deployed(cluster):
     """The session cluster deployed and converged, with alice holding a Slurm association
     (AccountingStorageEnforce=associations); one made here goes again after."""
     assert LOGIN in cluster.hostvars(), "the session cluster starts with 'virtual up --login'"
-    # In the suite an earlier module deployed (test_slurm checks a second deploy changes nothing);
-    # run alone, the module deploys, and a second deploy must change nothing.
-    if not _deployed(cluster):
-        rows = cluster.deepops("deploy", "--json", timeout=3600, check=True).json()["hosts"]
-        if any(row["changed"] for row in rows.values()):
-            rows = cluster.deepops("deploy", "--json", timeout=3600, check=True).json()["hosts"]
-        changed = {host: row["changed_tasks"] for host, row in rows.items() if row["changed"]}
-        assert changed == {}, changed
+    cluster.ensure_deployed()
     show = f"sacctmgr --noheader --parsable2 show association where user={USER} format=account"
     added = not _ctl(cluster, show).strip()
     if added:
@@ -61,24 +54,13 @@ def deployed(cluster):
         _ctl(cluster, f"sacctmgr --immediate delete user {USER}", check=False)
 
 
-def _deployed(cluster) -> bool:
-    """Whether a deploy already put the job container and pam_slurm_adopt in place."""
-    config = cluster.ssh(CONTROLLER, "scontrol show config", check=False)
-    pam = cluster.ssh(NODE, "cat /etc/pam.d/sshd", check=False)
-    return config.returncode == 0 and "job_container/tmpfs" in config.stdout and "pam_slurm_adopt.so" in pam.stdout
-
-
 def _ctl(cluster, command: str, check: bool = True) -> str:
     return cluster.ssh(CONTROLLER, command, check=check).stdout
 
 
 def _alice_ssh(cluster, host: str, command: str) -> subprocess.CompletedProcess:
     """COMMAND on HOST as alice, logged in over SSH with her key (the cluster's key, cluster_users)."""
-    hv = cluster.hostvars()[host]
-    argv = ["ssh", "-o", "BatchMode=yes", "-o", "ConnectTimeout=10", "-i", hv["ansible_ssh_private_key_file"],
-            "-p", str(hv["ansible_port"]), *shlex.split(hv["ansible_ssh_common_args"]),
-            f"{USER}@{hv['ansible_host']}", command]
-    return subprocess.run(argv, capture_output=True, text=True, timeout=120)
+    return cluster.ssh(host, command, check=False, user=USER)
 
 
 def _logged_in(cluster, host: str, command: str) -> subprocess.CompletedProcess | None:
@@ -98,20 +80,11 @@ def _state(cluster, job: str) -> str:
     return _ctl(cluster, f"squeue --noheader --jobs={job} --format=%T", check=False).strip()
 
 
-def _wait(predicate, timeout: float, step: float = 1.0):
-    deadline = time.monotonic() + timeout
-    while True:
-        value = predicate()
-        if value or time.monotonic() >= deadline:
-            return value
-        time.sleep(step)
-
-
 def _start(cluster, script: str) -> str:
     """An sbatch job of alice's on NODE running SCRIPT; returns its id once it runs."""
     job = _alice(cluster, f"sbatch --parsable {SMALL} --nodelist={NODE} --output=/dev/null --wrap {shlex.quote(script)}")
     job = job.strip().split(";")[0]
-    assert _wait(lambda: _state(cluster, job) == "RUNNING", 60), (job, _state(cluster, job))
+    assert wait_for(lambda: _state(cluster, job) == "RUNNING", 60), (job, _state(cluster, job))
     return job
 
 
@@ -139,7 +112,7 @@ def test_alice_reaches_a_compute_node_only_while_her_job_runs_there(deployed):
     job = _start(deployed, "echo mine > /tmp/job-file; sleep 120")
     try:
         # RUNNING in squeue may come a moment before the node's step daemons answer pam_slurm_adopt
-        inside = _wait(lambda: _logged_in(deployed, NODE, "whoami; cat /tmp/job-file"), 20)
+        inside = wait_for(lambda: _logged_in(deployed, NODE, "whoami; cat /tmp/job-file"), 20)
         assert inside is not None, _alice_ssh(deployed, NODE, "true").stderr
         assert inside.stdout.split() == [USER, "mine"], inside.stdout  # adopted: the job's own /tmp
         adopted = deployed.ssh(NODE, f"journalctl --no-pager -o cat -t pam_slurm_adopt | grep -c 'adopted into job {job}'",
@@ -150,7 +123,7 @@ def test_alice_reaches_a_compute_node_only_while_her_job_runs_there(deployed):
         assert other.returncode != 0 and "Access denied by pam_slurm_adopt" in other.stderr, other.stderr
     finally:
         _ctl(deployed, f"scancel {job}", check=False)
-    assert _wait(lambda: not _state(deployed, job), 60)
-    again = _wait(lambda: _logged_in(deployed, NODE, "true") is None, 30)
+    assert wait_for(lambda: not _state(deployed, job), 60)
+    again = wait_for(lambda: _logged_in(deployed, NODE, "true") is None, 30)
     assert again, "alice could still log in to gpu01 after her job ended"
     assert deployed.ssh(NODE, "systemctl is-active slurmd ssh").stdout.split() == ["active", "active"]

@@ -12,7 +12,6 @@ the run before any node changes; both as runs of the cluster_users tag only.
 from __future__ import annotations
 
 import json
-import shlex
 import subprocess
 
 import pytest
@@ -25,19 +24,7 @@ USER = "alice"
 
 def _alice(cluster, command: str, check: bool = True) -> subprocess.CompletedProcess:
     """COMMAND on the login node as alice, logged in over SSH with her key (the cluster's key)."""
-    hv = cluster.hostvars()[LOGIN]
-    argv = ["ssh", "-o", "BatchMode=yes", "-o", "ConnectTimeout=10", "-i", hv["ansible_ssh_private_key_file"],
-            "-p", str(hv["ansible_port"]), *shlex.split(hv["ansible_ssh_common_args"]),
-            f"{USER}@{hv['ansible_host']}", command]
-    proc = subprocess.run(argv, capture_output=True, text=True, timeout=300)
-    if check and proc.returncode != 0:
-        raise AssertionError(f"{USER}@{LOGIN} {command!r} failed rc={proc.returncode}: {proc.stdout}{proc.stderr}")
-    return proc
-
-
-def _computes(cluster) -> list[str]:
-    data = yaml.safe_load(cluster.inventory_path.read_text())
-    return sorted((data["all"]["children"]["slurm_compute"].get("hosts") or {}).keys())
+    return cluster.ssh(LOGIN, command, check, user=USER, timeout=300)
 
 
 @pytest.fixture(scope="module")
@@ -45,8 +32,7 @@ def deployed(cluster):
     """The session cluster, deployed (the modules before this one normally did it), where alice
     has a Slurm association (AccountingStorageEnforce=associations); one made here goes again after."""
     assert LOGIN in cluster.hostvars(), "the session cluster starts with 'virtual up --login'"
-    if _alice(cluster, "sinfo --noheader", check=False).returncode != 0:
-        cluster.deepops("deploy", "--json", timeout=2400, check=True)
+    cluster.ensure_deployed()
     show = f"sacctmgr --noheader --parsable2 show association where user={USER} format=account"
     added = not cluster.ssh(CONTROLLER, show).stdout.strip()
     if added:
@@ -84,7 +70,7 @@ def test_alice_is_the_same_user_everywhere(deployed):
 
 
 def test_alice_submits_from_the_login_node(deployed):
-    computes = _computes(deployed)
+    computes = deployed.computes
     assert _alice(deployed, "whoami").stdout.strip() == USER
     listed = _alice(deployed, "sinfo --noheader --Node --format=%N").stdout.split()
     assert sorted(set(listed)) == computes
@@ -129,7 +115,7 @@ def test_removed_user_is_kept_and_reported(deployed, tmp_path):
 
 
 def test_uid_clash_on_one_node_changes_no_node(deployed, tmp_path):
-    victim = _computes(deployed)[0]
+    victim = deployed.computes[0]
     deployed.ssh(victim, "useradd --uid 2002 --user-group --no-create-home localbob")
     try:
         run = _run_users_only(deployed, tmp_path, [{"name": USER, "uid": 2001, "gid": 2001}, {"name": "bob", "uid": 2002}])

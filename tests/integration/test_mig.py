@@ -29,7 +29,7 @@ MIG_OFF = "mig_layout={0: disabled}"
 
 @pytest.fixture(scope="module")
 def deployed(cluster):
-    cluster.deepops("deploy", timeout=3600, check=True)  # idempotent: cheap when an earlier test deployed
+    cluster.ensure_deployed()
     return cluster
 
 

@@ -21,6 +21,7 @@ from pathlib import Path
 
 import pytest
 from aptrepo import FakePackage, build_repo, make_signing_key
+from polling import wait_for
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -215,17 +216,6 @@ def promql(cluster, query: str) -> list[dict]:
     data = json.loads(out)
     assert data["status"] == "success", data
     return data["data"]["result"]
-
-
-def wait_for(predicate, timeout: float, step: float = 2.0):
-    deadline = time.monotonic() + timeout
-    last = None
-    while time.monotonic() < deadline:
-        last = predicate()
-        if last:
-            return last
-        time.sleep(step)
-    return last
 
 
 def test_every_target_is_up(monitored):

@@ -36,19 +36,7 @@ _DEPLOYED_HERE: list[bool] = []
 
 def _alice(cluster, command: str, check: bool = True) -> subprocess.CompletedProcess:
     """COMMAND in a login shell of alice's on the login node (SSH with her key), as she would type it."""
-    hv = cluster.hostvars()[LOGIN]
-    argv = ["ssh", "-o", "BatchMode=yes", "-o", "ConnectTimeout=10", "-i", hv["ansible_ssh_private_key_file"],
-            "-p", str(hv["ansible_port"]), *shlex.split(hv["ansible_ssh_common_args"]),
-            f"{USER}@{hv['ansible_host']}", f"bash -lc {shlex.quote(command)}"]
-    proc = subprocess.run(argv, capture_output=True, text=True, timeout=300)
-    if check and proc.returncode != 0:
-        raise AssertionError(f"{USER}@{LOGIN} {command!r} failed rc={proc.returncode}: {proc.stdout}{proc.stderr}")
-    return proc
-
-
-def _computes(cluster) -> list[str]:
-    data = yaml.safe_load(cluster.inventory_path.read_text())
-    return sorted((data["all"]["children"]["slurm_compute"].get("hosts") or {}).keys())
+    return cluster.ssh(LOGIN, command, check, user=USER, login_shell=True, timeout=300)
 
 
 @pytest.fixture(scope="module")
@@ -56,10 +44,8 @@ def deployed(cluster):
     """The session cluster, deployed (by an earlier module, else here), where alice has a Slurm
     association (AccountingStorageEnforce=associations); one made here goes again after."""
     assert LOGIN in cluster.hostvars(), "the session cluster starts with 'virtual up --login'"
-    converged = _alice(cluster, "sinfo --noheader", check=False).returncode == 0
-    if not converged:
-        cluster.deepops("deploy", "--json", timeout=2400, check=True)
-    _DEPLOYED_HERE.append(not converged)
+    _DEPLOYED_HERE.append(not cluster.converged)
+    cluster.ensure_deployed()
     show = f"sacctmgr --noheader --parsable2 show association where user={USER} format=account"
     added = not cluster.ssh(CONTROLLER, show).stdout.strip()
     if added:
@@ -75,7 +61,7 @@ def test_every_node_mounts_the_shared_trees_and_slurm_waits_for_them(deployed):
     for host in deployed.hosts:
         for path in MOUNTS:
             assert deployed.ssh(host, f"findmnt --noheadings --mountpoint {path}", check=False).stdout.strip(), (host, path)
-    for node in _computes(deployed):
+    for node in deployed.computes:
         needs = deployed.ssh(node, "systemctl show --property=RequiresMountsFor --value slurmd").stdout.split()
         assert set(MOUNTS) <= set(needs), (node, needs)
     # One home, made once: what alice writes on the login node is there on every node, hers.
@@ -87,7 +73,7 @@ def test_every_node_mounts_the_shared_trees_and_slurm_waits_for_them(deployed):
 
 def test_job_output_lands_in_the_users_home_from_every_compute_node(deployed):
     _alice(deployed, "echo from-login > ~/job/marker")  # a file the job reads where it runs
-    for node in _computes(deployed):
+    for node in deployed.computes:
         job = _alice(deployed, f"sbatch --wait --parsable --time=2 --nodelist={node} --job-name=on-{node} "
                                "--chdir=$HOME/job --output=%x-%j.out --wrap 'hostname; pwd; cat marker'").stdout
         job = job.strip().split(";")[0]
@@ -112,7 +98,7 @@ def test_a_module_installed_once_is_seen_on_every_node(deployed):
         assert "hello/1.0" in _alice(deployed, "module --terse avail 2>&1").stdout
         script = "#!/bin/bash\nmodule load hello/1.0\necho \"$(hostname) $HELLO_SHARED\"\n"
         _alice(deployed, f"printf %s {shlex.quote(script)} > ~/job/hello.sh")
-        for node in _computes(deployed):
+        for node in deployed.computes:
             job = _alice(deployed, f"sbatch --wait --parsable --time=2 --nodelist={node} --chdir=$HOME/job "
                                    "--output=hello-%j.out hello.sh").stdout.strip().split(";")[0]
             assert _alice(deployed, f"cat ~/job/hello-{job}.out").stdout.split() == [node, "1.0"], node

@@ -13,7 +13,6 @@ import time
 from pathlib import Path
 
 import slurm_rest
-import yaml
 
 CONTROLLER = "ctl01"
 
@@ -31,11 +30,6 @@ def _simulated_gpus(cluster) -> dict[str, dict[str, int]]:
         else:
             found[node["name"]] = {}
     return found
-
-
-def _computes(cluster) -> list[str]:
-    data = yaml.safe_load(cluster.inventory_path.read_text())
-    return sorted((data["all"]["children"]["slurm_compute"].get("hosts") or {}).keys())
 
 
 def _ctl(cluster, command: str, check: bool = True) -> str:
@@ -62,7 +56,7 @@ def test_every_compute_idle_with_typed_gres(cluster):
         node, state, gres = line.split()
         rows[node] = (state, gres)
     simulated = _simulated_gpus(cluster)
-    for node in _computes(cluster):
+    for node in cluster.computes:
         state, gres = rows[node]
         assert state == "idle", (node, state)
         wanted = simulated.get(node) or {}
@@ -73,7 +67,7 @@ def test_every_compute_idle_with_typed_gres(cluster):
 
 
 def test_configless_nodes_have_no_local_config(cluster):
-    for node in _computes(cluster):
+    for node in cluster.computes:
         assert cluster.ssh(node, "test -e /etc/slurm/slurm.conf", check=False).returncode != 0
         assert "--conf-server" in cluster.ssh(node, "cat /etc/default/slurmd").stdout
     assert "enable_configless" in _ctl(cluster, "scontrol show config")
@@ -100,7 +94,7 @@ def test_constraint_selects_nodes_by_their_features(cluster):
         features[node] = set(listed.split(","))
     # Every node that simulates GPUs is a compute node; the controller and the
     # login node appear in `virtual status` but not in sinfo.
-    for node in _computes(cluster):
+    for node in cluster.computes:
         assert set(simulated.get(node) or {}) <= features[node], (node, features[node])
     for model in {kind for gpus in simulated.values() for kind in gpus}:
         having = sorted(node for node, gpus in simulated.items() if model in gpus)
@@ -125,7 +119,7 @@ def test_production_job_limits_are_set(cluster):
 def test_rest_api_answers_with_a_token_and_refuses_without(cluster):
     # slurmrestd on the controller, JWT only, reached from the login node.
     slurm_rest.exercise(lambda command: cluster.ssh("login01", command).stdout,
-                        lambda command: _ctl(cluster, command), CONTROLLER, _computes(cluster))
+                        lambda command: _ctl(cluster, command), CONTROLLER, cluster.computes)
     # The signing key: on the controller for slurmctld only.
     assert _ctl(cluster, "stat -c '%a %U' /etc/slurm/jwt_hs256.key").strip() == "600 slurm"
 
@@ -197,7 +191,7 @@ def test_plan_reports_every_drift_and_changes_nothing_then_deploy_repairs_it(clu
     """Three drifts at once, in three plays: plan lists each (and its handlers
     do not fail it), changes nothing; deploy repairs all three. Done well
     inside SlurmdTimeout, so Slurm never marks the nodes down."""
-    computes = _computes(cluster)
+    computes = cluster.computes
     first, last = computes[0], computes[-1]
     key = _ctl(cluster, "sha256sum /etc/munge/munge.key").split()[0]
     _ctl(cluster, "echo '# drift' >> /etc/slurm/slurm.conf")

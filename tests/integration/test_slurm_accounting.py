@@ -49,10 +49,7 @@ def _run(cluster, command: str, tree: dict, tmp_path, *extra: str) -> dict:
 
 
 def test_tree_is_applied_kept_planned_and_pruned(cluster, tmp_path):
-    # The session's cluster is deployed by the modules before this one; run alone, deploy it first.
-    if cluster.ssh(CONTROLLER, "sacctmgr --noheader show cluster format=cluster", check=False).stdout.split() != ["deepops"]:
-        deployed = cluster.deepops("deploy", "--json", timeout=2400)
-        assert deployed.rc == 0, deployed.stdout[-4000:] + deployed.stderr[-4000:]
+    cluster.ensure_deployed()
 
     rows = _run(cluster, "deploy", TREE, tmp_path)
     assert TASK in rows[CONTROLLER]["changed_tasks"], rows[CONTROLLER]

@@ -21,7 +21,7 @@ FINGERPRINT = (
 
 @pytest.fixture(scope="module")
 def deployed(cluster):
-    cluster.deepops("deploy", timeout=3600, check=True)  # idempotent: cheap when an earlier test deployed
+    cluster.ensure_deployed()
     return cluster
 
 

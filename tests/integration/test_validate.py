@@ -16,13 +16,8 @@ from ansible_collections.deepops.cluster.plugins.module_utils.validation import 
 
 @pytest.fixture(scope="module")
 def deployed(cluster):
-    cluster.deepops("deploy", timeout=3600, check=True)  # idempotent: cheap when an earlier test deployed
+    cluster.ensure_deployed()
     return cluster
-
-
-def _computes(cluster) -> list[str]:
-    nodes = cluster.deepops("virtual", "status", "--json", check=True).json()["nodes"]
-    return sorted(node["name"] for node in nodes if node["role"] == "compute")
 
 
 def _leftover_jobs(cluster) -> str:
@@ -42,7 +37,7 @@ def test_validate_passes_on_a_deployed_cluster(deployed, tmp_path):
     assert list(dict.fromkeys(check["check"] for check in data["checks"])) == [
         name for name in CHECK_NAMES if name not in OPT_IN_CHECKS]
     assert data["summary"]["skipped"] == list(OPT_IN_CHECKS)  # burnin: only with --burn-in
-    computes = _computes(deployed)
+    computes = deployed.computes
     assert sorted(c["node"] for c in data["checks"] if c["check"] == "gpus") == computes
     assert sorted(c["node"] for c in data["checks"] if c["check"] == "nodes") == computes
     preemption = next(c for c in data["checks"] if c["check"] == "preemption")
@@ -74,7 +69,9 @@ def test_validate_fails_on_an_impossible_preemption_bound(deployed, tmp_path):
     data = result.json()
     assert not data["ok"] and data["summary"]["skipped"] == skipped
     assert {check["check"] for check in data["checks"]} == {"nodes", "preemption"}
-    [failed] = [check for check in data["checks"] if check["status"] != "pass"]
+    not_passed = [check for check in data["checks"] if check["status"] != "pass"]
+    assert len(not_passed) == 1, not_passed
+    [failed] = not_passed
     assert failed["status"] == "fail" and not failed["passed"]
     assert failed["check"] == "preemption" and "bound 0 s" in failed["detail"]
     suite = ET.parse(junit).getroot().find("testsuite")

@@ -15,19 +15,11 @@ import subprocess
 import time
 
 import pytest
+from polling import wait_for
 
 PRIMARY = "ctl01"
 BACKUP = "ctl02"
 TIMEOUT = 30  # slurm_controller_timeout (roles/slurm/defaults/main.yml): how long the backup waits
-
-
-def _wait(predicate, seconds: float, step: float = 2.0):
-    deadline = time.monotonic() + seconds
-    last = predicate()
-    while not last and time.monotonic() < deadline:
-        time.sleep(step)
-        last = predicate()
-    return last
 
 
 def _ping(cluster, host: str) -> dict[str, str]:
@@ -85,37 +77,37 @@ def test_the_backup_shares_the_state_and_a_second_deploy_changes_nothing(ha):
 
 def test_the_backup_takes_over_and_the_primary_takes_back_with_no_job_lost(ha):
     running = _submit(ha, PRIMARY, "ha-running", "sleep 60")
-    assert running and _wait(lambda: _job_state(ha, PRIMARY, running) == "RUNNING", 60), _job_state(ha, PRIMARY, running)
+    assert running and wait_for(lambda: _job_state(ha, PRIMARY, running) == "RUNNING", 60), _job_state(ha, PRIMARY, running)
     backup_log, primary_log = _log_size(ha, BACKUP), _log_size(ha, PRIMARY)  # the logs outlive the container's stop
 
     subprocess.run(["docker", "stop", "--time", "10", ha.container(PRIMARY)], check=True, capture_output=True)
     stopped = time.monotonic()
     try:
         # The backup takes control within its timeout, and a job submitted from the login node runs.
-        assert _wait(lambda: TAKES_CONTROL in _logged_since(ha, BACKUP, backup_log), TIMEOUT + 60), \
+        assert wait_for(lambda: TAKES_CONTROL in _logged_since(ha, BACKUP, backup_log), TIMEOUT + 60), \
             _logged_since(ha, BACKUP, backup_log)[-3000:]
         took = time.monotonic() - stopped
         assert took < TIMEOUT + 60, f"the backup took {took:.0f} s to take over"
-        new = _wait(lambda: _submit(ha, "login01", "ha-new", "hostname"), 60)
+        new = wait_for(lambda: _submit(ha, "login01", "ha-new", "hostname"), 60)
         assert new, "the backup accepted no job"
         # deepops status reads Slurm from the backup while the first controller is away.
         shown = ha.deepops("status", "--json")
         data = shown.json()
         assert shown.rc == 1 and data["controller"] == BACKUP and data["nodes"], data
         assert [problem["host"] for problem in data["errors"]] == [PRIMARY], data["errors"]
-        assert _wait(lambda: _job_state(ha, BACKUP, new) == "COMPLETED", 90), _job_state(ha, BACKUP, new)
+        assert wait_for(lambda: _job_state(ha, BACKUP, new) == "COMPLETED", 90), _job_state(ha, BACKUP, new)
         # The job that ran through the failover completes too.
-        assert _wait(lambda: _job_state(ha, BACKUP, running) == "COMPLETED", 120), _job_state(ha, BACKUP, running)
+        assert wait_for(lambda: _job_state(ha, BACKUP, running) == "COMPLETED", 120), _job_state(ha, BACKUP, running)
     finally:
         # 'virtual up' starts the stopped container and refreshes its SSH port in the inventory.
         ha.deepops("virtual", "up", "--login", "--controllers", "2", timeout=1800, check=True)
 
     # The primary takes control back (the backup hands it over), and jobs it accepts run.
-    assert _wait(lambda: TAKES_CONTROL in _logged_since(ha, PRIMARY, primary_log), 120), \
+    assert wait_for(lambda: TAKES_CONTROL in _logged_since(ha, PRIMARY, primary_log), 120), \
         _logged_since(ha, PRIMARY, primary_log)[-3000:]
-    assert _wait(lambda: _ping(ha, "gpu01") == {PRIMARY: "UP", BACKUP: "UP"}, 120), _ping(ha, "gpu01")
-    after = _wait(lambda: _submit(ha, PRIMARY, "ha-after", "hostname"), 60)
-    assert after and _wait(lambda: _job_state(ha, PRIMARY, after) == "COMPLETED", 90), _job_state(ha, PRIMARY, after)
+    assert wait_for(lambda: _ping(ha, "gpu01") == {PRIMARY: "UP", BACKUP: "UP"}, 120), _ping(ha, "gpu01")
+    after = wait_for(lambda: _submit(ha, PRIMARY, "ha-after", "hostname"), 60)
+    assert after and wait_for(lambda: _job_state(ha, PRIMARY, after) == "COMPLETED", 90), _job_state(ha, PRIMARY, after)
     # Accounting has all three once slurmctld has passed on what it kept while slurmdbd was away.
     jobs = ",".join((running, new, after))
     records = ""

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import time
 
-import yaml
 
 NEW = "gpu03"
 
@@ -24,7 +23,7 @@ def _wait_for_state(cluster, job: str, wanted: str, seconds: int = 120) -> str:
 
 
 def test_node_add_brings_up_a_new_node_and_keeps_jobs_running(cluster):
-    cluster.deepops("deploy", timeout=3600, check=True)  # idempotent; lets this module run on its own
+    cluster.ensure_deployed()
     submitted = cluster.ssh(
         "ctl01",
         "sbatch --parsable --job-name=deepops-it-long --nodelist=gpu01 --gpus=1 --time=30 "
@@ -47,7 +46,7 @@ def test_node_add_brings_up_a_new_node_and_keeps_jobs_running(cluster):
         assert data["request"]["limit"] is None and "deepops_new_nodes" in data["request"]["extra_vars"]
         # exactly the new node and the controllers (ctl01 also the slurmdbd host; ctl02, the backup
         # test_zz_controller_failover.py adds, gets the new slurm.conf too) ran anything
-        controllers = set(yaml.safe_load(cluster.inventory_path.read_text())["all"]["children"]["slurm_controller"]["hosts"])
+        controllers = set(cluster.group("slurm_controller"))
         assert set(data["hosts"]) == {NEW} | controllers, sorted(data["hosts"])
         assert data["hosts"][NEW]["changed"] > 0
         others = {name: host["changed"] for name, host in data["hosts"].items() if name != NEW and name not in controllers}

@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import json
 import re
-import time
 
 import yaml
+from polling import wait_for
 
 NODE = "gpu03"
 AUTH_DIR = "/etc/deepops/monitoring"
@@ -21,16 +21,6 @@ PROMETHEUS = "https://ctl01:9090"
 
 def _state(cluster, job: str) -> str:
     return cluster.ssh("ctl01", f"squeue --noheader --jobs={job} --format=%T", check=False).stdout.strip()
-
-
-def _wait(predicate, seconds: int, step: float = 1.0):
-    last = None
-    for _ in range(int(seconds / step)):
-        last = predicate()
-        if last:
-            return last
-        time.sleep(step)
-    return last
 
 
 def _node_state(cluster) -> str:
@@ -51,14 +41,14 @@ def _ensure_node_added(cluster) -> None:
     """Standalone run: grow the cluster by gpu03 the way test_zz_node_add.py does."""
     if NODE in cluster.hostvars() and _in_slurm(cluster):
         return
-    cluster.deepops("deploy", timeout=3600, check=True)
+    cluster.ensure_deployed()
     cluster.deepops("virtual", "up", "--compute", "3", timeout=1800, check=True)
     cluster.deepops("node", "add", NODE, timeout=3600, check=True)
 
 
 def test_node_remove_drains_requeues_and_leaves_a_consistent_cluster(cluster):
     _ensure_node_added(cluster)
-    assert _wait(lambda: _node_state(cluster) == "idle", 60), _node_state(cluster)
+    assert wait_for(lambda: _node_state(cluster) == "idle", 60), _node_state(cluster)
 
     # bad input first: exit 2, nothing runs (the node stays up and in Slurm)
     for args in (["gpu09"], ["ctl01"], ["gpu01", "gpu02", NODE]):
@@ -69,13 +59,13 @@ def test_node_remove_drains_requeues_and_leaves_a_consistent_cluster(cluster):
 
     batch = cluster.ssh(
         "ctl01",
-        f"sbatch --parsable --requeue --exclude=gpu01,gpu02 --mem=64M --time=30 --output=/dev/null --wrap 'sleep 600'",
+        "sbatch --parsable --requeue --exclude=gpu01,gpu02 --mem=64M --time=30 --output=/dev/null --wrap 'sleep 600'",
     ).stdout.strip().split(";")[0]
     # an allocation without a batch script cannot be requeued: --force cancels it
-    granted = cluster.ssh("ctl01", f"salloc --no-shell --exclude=gpu01,gpu02 --mem=64M --time=30 2>&1").stdout
+    granted = cluster.ssh("ctl01", "salloc --no-shell --exclude=gpu01,gpu02 --mem=64M --time=30 2>&1").stdout
     allocation = re.search(r"Granted job allocation (\d+)", granted).group(1)
     try:
-        assert _wait(lambda: _state(cluster, batch) == "RUNNING" and _state(cluster, allocation) == "RUNNING", 120)
+        assert wait_for(lambda: _state(cluster, batch) == "RUNNING" and _state(cluster, allocation) == "RUNNING", 120)
 
         # check mode changes nothing: no drain
         planned = cluster.deepops("node", "remove", NODE, "--check", "--json", timeout=1200)
@@ -115,14 +105,14 @@ def test_node_remove_drains_requeues_and_leaves_a_consistent_cluster(cluster):
         for unit in ("slurmd", "prometheus-node-exporter", "deepops-dcgm-exporter"):
             assert cluster.ssh(NODE, f"systemctl is-active {unit}", check=False).stdout.strip() != "active", unit
             assert cluster.ssh(NODE, f"systemctl is-enabled {unit}", check=False).stdout.strip() == "disabled", unit
-        assert _wait(lambda: NODE not in _node_targets(cluster), 90), "gpu03 is still a Prometheus target"
+        assert wait_for(lambda: NODE not in _node_targets(cluster), 90), "gpu03 is still a Prometheus target"
         assert {"gpu01", "gpu02", "ctl01"} <= _node_targets(cluster)
         # jobs still run on the others
         ran = cluster.ssh("ctl01", "srun --nodes=2 --gpus-per-node=1 --mem=64M --time=1 printenv SLURMD_NODENAME").stdout.split()
         assert sorted(ran) == ["gpu01", "gpu02"], ran
     finally:
         cluster.ssh("ctl01", f"scancel {batch} {allocation}", check=False)
-        _wait(lambda: _state(cluster, batch) == "" and _state(cluster, allocation) == "", 60)
+        wait_for(lambda: _state(cluster, batch) == "" and _state(cluster, allocation) == "", 60)
 
     # the user deletes gpu03 from the inventory: a deploy then agrees (nothing changes)
     inventory = yaml.safe_load(cluster.inventory_path.read_text())

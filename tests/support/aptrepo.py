@@ -34,7 +34,6 @@ import hashlib
 import http.server
 import io
 import json
-import os
 import subprocess
 import sys
 import tarfile

@@ -20,8 +20,6 @@ REPO = Path(__file__).resolve().parents[2]
 ROLE = REPO / "roles" / "slurm"
 
 
-
-
 def render(template: str, facts_by_host: dict, node_features: dict | None = None, **overrides) -> str:
     """Render one of the role's templates the way the role does, with its vars
     (NODE_FEATURES: each host's slurm_node_features)."""
