@@ -42,7 +42,14 @@ def deployed(cluster):
     """The session cluster deployed and converged, with alice holding a Slurm association
     (AccountingStorageEnforce=associations); one made here goes again after."""
     assert LOGIN in cluster.hostvars(), "the session cluster starts with 'virtual up --login'"
-    cluster.ensure_deployed()
+    # Run alone, the module deploys, and a second deploy must change nothing; in the
+    # suite an earlier deploy converged the cluster (test_slurm checks the second run).
+    if not cluster.converged:
+        rows = cluster.deepops("deploy", "--json", timeout=3600, check=True).json()["hosts"]
+        if any(row["changed"] for row in rows.values()):
+            rows = cluster.deepops("deploy", "--json", timeout=3600, check=True).json()["hosts"]
+        changed = {host: row["changed_tasks"] for host, row in rows.items() if row["changed"]}
+        assert changed == {}, changed
     show = f"sacctmgr --noheader --parsable2 show association where user={USER} format=account"
     added = not _ctl(cluster, show).strip()
     if added:
@@ -84,7 +91,7 @@ def _start(cluster, script: str) -> str:
     """An sbatch job of alice's on NODE running SCRIPT; returns its id once it runs."""
     job = _alice(cluster, f"sbatch --parsable {SMALL} --nodelist={NODE} --output=/dev/null --wrap {shlex.quote(script)}")
     job = job.strip().split(";")[0]
-    assert wait_for(lambda: _state(cluster, job) == "RUNNING", 60), (job, _state(cluster, job))
+    assert wait_for(lambda: _state(cluster, job) == "RUNNING", 60, step=1), (job, _state(cluster, job))
     return job
 
 
@@ -112,7 +119,7 @@ def test_alice_reaches_a_compute_node_only_while_her_job_runs_there(deployed):
     job = _start(deployed, "echo mine > /tmp/job-file; sleep 120")
     try:
         # RUNNING in squeue may come a moment before the node's step daemons answer pam_slurm_adopt
-        inside = wait_for(lambda: _logged_in(deployed, NODE, "whoami; cat /tmp/job-file"), 20)
+        inside = wait_for(lambda: _logged_in(deployed, NODE, "whoami; cat /tmp/job-file"), 20, step=1)
         assert inside is not None, _alice_ssh(deployed, NODE, "true").stderr
         assert inside.stdout.split() == [USER, "mine"], inside.stdout  # adopted: the job's own /tmp
         adopted = deployed.ssh(NODE, f"journalctl --no-pager -o cat -t pam_slurm_adopt | grep -c 'adopted into job {job}'",
@@ -123,7 +130,7 @@ def test_alice_reaches_a_compute_node_only_while_her_job_runs_there(deployed):
         assert other.returncode != 0 and "Access denied by pam_slurm_adopt" in other.stderr, other.stderr
     finally:
         _ctl(deployed, f"scancel {job}", check=False)
-    assert wait_for(lambda: not _state(deployed, job), 60)
-    again = wait_for(lambda: _logged_in(deployed, NODE, "true") is None, 30)
+    assert wait_for(lambda: not _state(deployed, job), 60, step=1)
+    again = wait_for(lambda: _logged_in(deployed, NODE, "true") is None, 30, step=1)
     assert again, "alice could still log in to gpu01 after her job ended"
     assert deployed.ssh(NODE, "systemctl is-active slurmd ssh").stdout.split() == ["active", "active"]

@@ -48,7 +48,7 @@ def _ensure_node_added(cluster) -> None:
 
 def test_node_remove_drains_requeues_and_leaves_a_consistent_cluster(cluster):
     _ensure_node_added(cluster)
-    assert wait_for(lambda: _node_state(cluster) == "idle", 60), _node_state(cluster)
+    assert wait_for(lambda: _node_state(cluster) == "idle", 60, step=1), _node_state(cluster)
 
     # bad input first: exit 2, nothing runs (the node stays up and in Slurm)
     for args in (["gpu09"], ["ctl01"], ["gpu01", "gpu02", NODE]):
@@ -65,7 +65,7 @@ def test_node_remove_drains_requeues_and_leaves_a_consistent_cluster(cluster):
     granted = cluster.ssh("ctl01", "salloc --no-shell --exclude=gpu01,gpu02 --mem=64M --time=30 2>&1").stdout
     allocation = re.search(r"Granted job allocation (\d+)", granted).group(1)
     try:
-        assert wait_for(lambda: _state(cluster, batch) == "RUNNING" and _state(cluster, allocation) == "RUNNING", 120)
+        assert wait_for(lambda: _state(cluster, batch) == "RUNNING" and _state(cluster, allocation) == "RUNNING", 120, step=1)
 
         # check mode changes nothing: no drain
         planned = cluster.deepops("node", "remove", NODE, "--check", "--json", timeout=1200)
@@ -105,14 +105,14 @@ def test_node_remove_drains_requeues_and_leaves_a_consistent_cluster(cluster):
         for unit in ("slurmd", "prometheus-node-exporter", "deepops-dcgm-exporter"):
             assert cluster.ssh(NODE, f"systemctl is-active {unit}", check=False).stdout.strip() != "active", unit
             assert cluster.ssh(NODE, f"systemctl is-enabled {unit}", check=False).stdout.strip() == "disabled", unit
-        assert wait_for(lambda: NODE not in _node_targets(cluster), 90), "gpu03 is still a Prometheus target"
+        assert wait_for(lambda: NODE not in _node_targets(cluster), 90, step=1), "gpu03 is still a Prometheus target"
         assert {"gpu01", "gpu02", "ctl01"} <= _node_targets(cluster)
         # jobs still run on the others
         ran = cluster.ssh("ctl01", "srun --nodes=2 --gpus-per-node=1 --mem=64M --time=1 printenv SLURMD_NODENAME").stdout.split()
         assert sorted(ran) == ["gpu01", "gpu02"], ran
     finally:
         cluster.ssh("ctl01", f"scancel {batch} {allocation}", check=False)
-        wait_for(lambda: _state(cluster, batch) == "" and _state(cluster, allocation) == "", 60)
+        wait_for(lambda: _state(cluster, batch) == "" and _state(cluster, allocation) == "", 60, step=1)
 
     # the user deletes gpu03 from the inventory: a deploy then agrees (nothing changes)
     inventory = yaml.safe_load(cluster.inventory_path.read_text())
