@@ -64,8 +64,14 @@ STUBS = {
           *) echo 202 ;;
         esac
         """),
+    # The checks' jobs leave the queue once scancel has been called (the
+    # cleanup waits for that); until then they are listed.
     "squeue": textwrap.dedent("""\
-        case "$*" in *202*) cat "$DEEPOPS_FAKE/high_state" ;; *) echo RUNNING ;; esac
+        case "$*" in
+          *--name=*) [ -s "$DEEPOPS_FAKE/scancel" ] || echo 101 ;;
+          *202*) cat "$DEEPOPS_FAKE/high_state" ;;
+          *) echo RUNNING ;;
+        esac
         """),
     "sacct": 'cat "$DEEPOPS_FAKE/sacct"',
     "scontrol": textwrap.dedent("""\
