@@ -13,7 +13,8 @@ export PATH="$PWD/.venv/bin:$PATH"
 echo "== unit tests and linters"
 # Unit tests must not depend on a Docker engine: on a fresh CI machine none runs
 # yet, so hide any engine this machine has and every run sees the same thing.
-DOCKER_HOST=unix:///nonexistent/docker.sock pytest tests/unit -q
+# One worker per core (pytest-xdist): the suite is CPU-bound, and CI has 2 cores.
+DOCKER_HOST=unix:///nonexistent/docker.sock pytest tests/unit -q -n auto
 
 if [[ $what == unit ]]; then
   exit 0
