@@ -86,7 +86,7 @@ class Check:
 # a row in README's table (tests/unit/test_validate_checks.py holds all three
 # to this list).
 CHECKS: tuple[Check, ...] = (
-    Check("nodes", "every compute node is in Slurm, idle or mixed, GRES = its GPUs", skippable=False),
+    Check("nodes", "every compute node is in Slurm, idle, mixed or planned, GRES = its GPUs", skippable=False),
     Check("hostname", "srun -N<all computes> reaches every compute node"),
     Check("mpi", "an MPI job, one rank per compute node (srun --mpi=pmix), sums the ranks right with allreduce"),
     Check("gpus", "on each node, srun --gpus=<n> sees exactly n CUDA_VISIBLE_DEVICES"),
@@ -119,8 +119,12 @@ DATA_PREFIX = "validate_"
 ERROR_KEY = DATA_PREFIX + "error"
 ERROR_CHECK = "validate"
 
-# Node states (sinfo %T) in which a test job starts at once.
-USABLE_STATES = ("idle", "mixed")
+# Node states (sinfo %T) in which a test job starts at once. "planned" is an
+# idle node the backfill scheduler set aside for a pending job; the flag stays
+# until its next cycle (bf_interval) even after that job left the queue, so a
+# validation right after another (whose preemption check left a job pending
+# there a moment) finds it so.
+USABLE_STATES = ("idle", "mixed", "planned")
 # What ``systemctl is-active munge`` says when munged serves no credentials.
 MUNGE_STOPPED_STATES = ("inactive", "failed", "activating", "deactivating")
 # Job states in which a high-QOS job counts as started; "" (left the queue) is FINISHED.
@@ -368,7 +372,7 @@ def survey(
     ``node_facts`` maps each compute node to its ``ansible_facts`` (empty, or
     without ``deepops_gpus``, when the node was not reached), ``node_munge``
     to the result of ``files/munge.sh`` there. A node is usable when Slurm
-    knows it, it is idle or mixed, and its munge works: jobs start there,
+    knows it, it is idle, mixed or planned, and its munge works: jobs start there,
     elsewhere they would only wait (or, munge down, hang while slurmctld still
     shows the node idle). The target is ``preemption_node`` if given, else the
     first usable node with GPUs.
@@ -435,7 +439,7 @@ def _target_problem(cluster: Mapping[str, Any]) -> tuple[str, str] | None:
 
 
 def nodes_results(cluster: Mapping[str, Any]) -> list[dict[str, Any]]:
-    """Every compute node: known to Slurm, munge working, idle or mixed, and GRES GPUs = what nvidia-smi reports on it.
+    """Every compute node: known to Slurm, munge working, idle, mixed or planned, and GRES GPUs = what nvidia-smi reports on it.
 
     With typed facts (``gres_by_type``) every type must match, MIG profiles
     included; otherwise the GPU counts must. A node whose munge does not work
@@ -452,7 +456,7 @@ def nodes_results(cluster: Mapping[str, Any]) -> list[dict[str, Any]]:
         elif node in munge:
             passed, detail = False, f"{munge[node]}; Slurm shows the node {slurm['state']}"
         elif slurm["state"] not in USABLE_STATES:
-            passed, detail = False, f"state {slurm['state']}, expected idle or mixed"
+            passed, detail = False, f"state {slurm['state']}, expected {', '.join(USABLE_STATES)}"
         elif counted is None:
             passed, detail = False, f"GRES {slurm['gres']}, but no GPU facts from the node (unreachable?)"
         elif _typed(cluster.get("expected_gres", {}).get(node)):

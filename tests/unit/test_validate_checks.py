@@ -218,6 +218,13 @@ def test_survey_usable_nodes_and_target():
     assert (none["usable"], none["target"], none["target_gpus"]) == ([], "", 0)
 
 
+def test_a_planned_node_is_usable():
+    # Idle, set aside by backfill for a pending job (a flag that outlives the job until its next cycle).
+    c = cluster("gpu01 planned gpu:h100:8\ngpu02 idle gpu:h100:8\n")
+    assert c["usable"] == ["gpu01", "gpu02"]
+    assert by_node(v.nodes_results(c))["gpu01"]["status"] == "pass"
+
+
 def test_nodes_verdicts():
     results = by_node(v.nodes_results(cluster("gpu01 idle gpu:h100:4\n", {"gpu01": FACTS_8, "gpu02": UNREACHED})))
     assert results["gpu01"]["status"] == "fail" and "counts 4 GPUs, nvidia-smi on the node reports 8" in results["gpu01"]["detail"]
