@@ -40,6 +40,15 @@ def _docker_works() -> bool:
     return subprocess.run(["docker", "info"], capture_output=True).returncode == 0
 
 
+def _changed_nothing(stdout: str) -> bool:
+    """Whether a run's --json summary says it changed nothing on any host."""
+    try:
+        hosts = json.loads(stdout)["hosts"]
+    except (ValueError, KeyError, TypeError):
+        return False
+    return bool(hosts) and all(row.get("changed") == 0 for row in hosts.values())
+
+
 @dataclass
 class CliResult:
     rc: int
@@ -51,11 +60,12 @@ class CliResult:
 
 
 # deepops commands that leave the cluster's configuration as a deploy made it
-# (they read, or run and cancel their own jobs). Any other command, a deploy
-# with options or one that failed, and a command started with popen leave the
-# cluster possibly unconverged.
+# (they read, or run and cancel their own jobs; a simulated GPU fault is the
+# hardware's state, which no deploy manages, and its test clears it). Any other
+# command, a deploy with options or one that failed, and a command started with
+# popen leave the cluster possibly unconverged.
 KEEPS_CONVERGED = (("plan",), ("status",), ("runs",), ("check",), ("validate",), ("mig", "show"),
-                   ("virtual", "status"))
+                   ("virtual", "status"), ("virtual", "fault"))
 PLAIN_DEPLOYS = (("deploy",), ("deploy", "--json"))
 
 
@@ -80,6 +90,7 @@ class Cluster:
         self.converged = False
 
     def deepops(self, *args: str, timeout: int = 1800, check: bool = False) -> CliResult:
+        was_converged = self.converged
         if not any(args[:len(prefix)] == prefix for prefix in KEEPS_CONVERGED):
             self.converged = False  # also when the command times out
         proc = subprocess.run(
@@ -87,6 +98,8 @@ class Cluster:
         )
         if args in PLAIN_DEPLOYS and proc.returncode == 0:
             self.converged = True
+        elif was_converged and args[0] == "deploy" and proc.returncode == 0 and _changed_nothing(proc.stdout):
+            self.converged = True  # a run with options (tags, -e) that changed no host leaves them as they were
         # Echo what the user would have seen, for the test log.
         sys.stderr.write(f"\n$ deepops {' '.join(args)}  (rc={proc.returncode})\n{proc.stderr[-6000:]}\n")
         result = CliResult(proc.returncode, proc.stdout, proc.stderr)
