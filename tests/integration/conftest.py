@@ -62,8 +62,8 @@ class CliResult:
 # deepops commands that leave the cluster's configuration as a deploy made it
 # (they read, or run and cancel their own jobs; a simulated GPU fault is the
 # hardware's state, which no deploy manages, and its test clears it). Any other
-# command, a deploy with options or one that failed, and a command started with
-# popen leave the cluster possibly unconverged.
+# command, a deploy that failed, a deploy with options (tags, -e) that changed
+# a host, and a command started with popen leave the cluster possibly unconverged.
 KEEPS_CONVERGED = (("plan",), ("status",), ("runs",), ("check",), ("validate",), ("mig", "show"),
                    ("virtual", "status"), ("virtual", "fault"))
 PLAIN_DEPLOYS = (("deploy",), ("deploy", "--json"))
