@@ -315,23 +315,145 @@ def deploy(inventory, limit, tags, skip_tags, extra_vars, forks, wait, as_json) 
     )
 
 
+def drain_options(jobs: str, timeout_var: str, past_it: str):
+    """--timeout and --force of a command that drains nodes and waits for JOBS."""
+    def decorate(func):
+        func = click.option(
+            "--force",
+            is_flag=True,
+            help="Requeue the running jobs instead of waiting; jobs that cannot be requeued are cancelled "
+            "(the summary names them).",
+        )(func)
+        return click.option(
+            "--timeout",
+            type=click.IntRange(min=0),
+            default=None,
+            metavar="SECONDS",
+            help=f"How long to wait for {jobs} to end (default: the slurm role's {timeout_var}). Past it {past_it}.",
+        )(func)
+    return decorate
+
+
+def batch_option(func):
+    return click.option(
+        "--batch", type=click.IntRange(min=1), default=1, show_default=True, metavar="N",
+        help="Compute nodes updated at a time, after the servers.",
+    )(func)
+
+
 @main.command(context_settings=CONTEXT_SETTINGS)
 @playbook_options
+@click.option("--upgrade", is_flag=True, help="Show the steps of deepops upgrade and what it would change, instead of deploy's.")
+@batch_option
 @handle_errors
-def plan(inventory, limit, tags, skip_tags, extra_vars, forks, wait, as_json) -> None:
+def plan(inventory, limit, tags, skip_tags, extra_vars, forks, wait, as_json, upgrade, batch) -> None:
     """Show what deploy would change, per host, without changing anything.
 
-    Runs the site playbook in Ansible's check and diff mode.
+    Runs the site playbook in Ansible's check and diff mode. With --upgrade,
+    lists the steps of deepops upgrade (the servers, then the compute nodes in
+    batches of --batch) and runs its playbook in check mode over every host at
+    once: the packages it would update, the nodes it would drain.
 
     \b
     Examples:
       deepops plan
       deepops plan --limit slurm_compute --json
+      deepops plan --upgrade --batch 4
     """
+    if upgrade:
+        _plan_upgrade(inventory, limit, tags, skip_tags, extra_vars, forks, wait, as_json, batch)
+        return
     _run_playbook_command(
         "plan", check_mode=True, inventory=inventory, limit=limit, tags=tags,
         skip_tags=skip_tags, extra_vars=extra_vars, forks=forks, wait=wait, as_json=as_json,
     )
+
+
+def _plan_upgrade(inventory, limit, tags, skip_tags, extra_vars, forks, wait, as_json, batch) -> None:
+    from deepops_py import runner, upgrade
+
+    if limit or tags or skip_tags:
+        raise InputError("deepops plan --upgrade takes no --limit, --tags or --skip-tags: an upgrade runs whole steps")
+    cluster = _load_cluster(inventory)  # validation first: bad input touches no host
+    steps = upgrade.plan_steps(cluster, batch)
+    variables = _parse_extra_vars(extra_vars)
+    every_host = [host for step in steps for host in step["hosts"]]
+    request = upgrade.build_request(cluster, every_host, check=True, extra_vars=variables, forks=forks, wait=wait)
+    if not as_json:
+        for line in upgrade.step_lines(steps):
+            click.echo(line, err=True)
+    result = runner.run_playbook(request, json_output=as_json)
+    if as_json:
+        click.echo(json.dumps({**result.as_dict(), "upgrade_steps": steps}, indent=2))
+        if not result.ok:
+            sys.exit(1)
+        return
+    _finish_run(result, as_json, cluster)
+
+
+@main.command(context_settings=CONTEXT_SETTINGS)
+@batch_option
+@drain_options("the jobs on a batch's drained nodes", "slurm_upgrade_timeout",
+               "the upgrade stops, the batch's nodes drained and not updated, and the command exits 1")
+@click.option("--yes", "-y", is_flag=True, help="Do not ask for confirmation.")
+@inventory_option
+@extra_vars_option
+@forks_option
+@wait_option
+@json_option
+@handle_errors
+def upgrade(batch, timeout, force, yes, inventory, extra_vars, forks, wait, as_json) -> None:
+    """Update the cluster's packages in rolling steps, servers first, then compute nodes in batches.
+
+    Runs playbooks/upgrade.yml once per step. The servers (slurmdbd host,
+    controllers, login, monitoring and NFS hosts) go first, in SchedMD's order
+    for Slurm: the accounting database is dumped, then slurmdbd, slurmctld and
+    the rest are updated. Then, --batch compute nodes at a time: drain them and
+    wait for their jobs (--timeout; --force requeues them), apply the package
+    updates the inventory asks for (the newest packages the repositories
+    offer; the driver branch and CUDA version the inventory names), reboot
+    where the packages ask for it, check each node (slurmd registered, the GPU
+    health check, a test job using all its GPUs, inside a maintenance
+    reservation) and resume it. The first step that fails stops the upgrade:
+    its failed nodes stay drained with the reason, later batches are left
+    untouched. A node drained for another reason is updated but stays
+    drained. See the steps first with: deepops plan --upgrade. Exits 2
+    (touching nothing) on bad input, 1 if a step failed.
+
+    \b
+    Examples:
+      deepops plan --upgrade --batch 2      # the steps, and what would change
+      deepops upgrade --batch 2 --yes
+      deepops upgrade --timeout 600 --json --yes
+    """
+    from deepops_py import runner
+    from deepops_py import upgrade as rolling
+
+    cluster = _load_cluster(inventory)  # validation first: bad input touches no host
+    variables = _parse_extra_vars(extra_vars)
+    steps = rolling.plan_steps(cluster, batch)
+    if not yes:
+        if not sys.stdin.isatty():
+            raise InputError("An upgrade drains compute nodes and needs confirmation: add --yes "
+                             "(or run deepops plan --upgrade to look first)")
+        for line in rolling.step_lines(steps):
+            click.echo(line, err=True)
+        click.confirm(f"Upgrade in {len(steps)} step(s){', requeueing running jobs' if force else ''}?", abort=True, err=True)
+    done = rolling.run_steps(
+        cluster, steps, json_output=as_json, announce=None if as_json else lambda line: click.echo(line, err=True),
+        timeout=timeout, force=force, extra_vars=variables, forks=forks, wait=wait,
+    )
+    report = rolling.report(steps, done)
+    notes = rolling.notes(steps, done)
+    if as_json:
+        click.echo(json.dumps({**report, "notes": notes}, indent=2))
+    else:
+        runner.print_summary(done[-1].result)
+        for note in notes:
+            click.echo(note, err=True)
+        _hint_stale_ports(cluster, done[-1].result.unreachable_hosts)
+    if not report["ok"]:
+        sys.exit(1)
 
 
 def _validation_checks():
@@ -521,19 +643,8 @@ def node_add(hosts, inventory, extra_vars, forks, wait, as_json) -> None:
 
 @node.command("remove", context_settings=CONTEXT_SETTINGS)
 @click.argument("hosts", nargs=-1, required=True, metavar="HOST...")
-@click.option(
-    "--timeout",
-    type=click.IntRange(min=0),
-    default=None,
-    metavar="SECONDS",
-    help="How long to wait for the jobs on the drained nodes to end (default: the slurm role's "
-    "slurm_remove_timeout). Past it nothing is removed, the jobs keep running and the command exits 1.",
-)
-@click.option(
-    "--force",
-    is_flag=True,
-    help="Requeue the running jobs instead of waiting; jobs that cannot be requeued are cancelled (the summary names them).",
-)
+@drain_options("the jobs on the drained nodes", "slurm_remove_timeout",
+               "nothing is removed, the jobs keep running and the command exits 1")
 @click.option("--check", is_flag=True, help="Show what would change (check mode); drain, requeue and change nothing.")
 @click.option("--yes", "-y", is_flag=True, help="Do not ask for confirmation.")
 @inventory_option

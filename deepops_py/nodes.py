@@ -162,6 +162,17 @@ def remove_target_hosts(cluster: Cluster, hosts: list[str]) -> list[str]:
     ]))
 
 
+def drain_variables(variables: dict[str, Any], *, timeout: int | None, force: bool, timeout_var: str,
+                    force_var: str) -> dict[str, Any]:
+    """VARIABLES plus the drain's options where given (--timeout, --force), under the role's names."""
+    extra = dict(variables)
+    if force:
+        extra[force_var] = True
+    if timeout is not None:
+        extra[timeout_var] = int(timeout)
+    return extra
+
+
 def build_remove_request(
     cluster: Cluster,
     hosts,
@@ -176,11 +187,8 @@ def build_remove_request(
     from deepops_py import runner
 
     removed = check_removable_hosts(cluster, hosts)
-    variables = {**(extra_vars or {}), REMOVED_NODES_VAR: removed}
-    if force:
-        variables[FORCE_VAR] = True
-    if timeout is not None:
-        variables[TIMEOUT_VAR] = int(timeout)
+    variables = drain_variables({**(extra_vars or {}), REMOVED_NODES_VAR: removed}, timeout=timeout, force=force,
+                                timeout_var=TIMEOUT_VAR, force_var=FORCE_VAR)
     return runner.RunRequest(
         command="node-remove",
         playbook=REMOVE_PLAYBOOK,

@@ -100,6 +100,8 @@ class Cluster:
             self.converged = True
         elif was_converged and args[0] == "deploy" and proc.returncode == 0 and _changed_nothing(proc.stdout):
             self.converged = True  # a run with options (tags, -e) that changed no host leaves them as they were
+        elif args[0] == "upgrade" and "--yes" in args and proc.returncode == 0:
+            self.converged = True  # every step ran every component on its hosts, as a deploy does
         # Echo what the user would have seen, for the test log.
         sys.stderr.write(f"\n$ deepops {' '.join(args)}  (rc={proc.returncode})\n{proc.stderr[-6000:]}\n")
         result = CliResult(proc.returncode, proc.stdout, proc.stderr)

@@ -28,7 +28,8 @@ REPO = Path(__file__).resolve().parents[2]
 PLAYBOOKS = REPO / "playbooks"
 IMPORT_KEY = "ansible.builtin.import_playbook"
 # Imported as they are: they only check input and build in-memory groups on localhost.
-AS_SHIPPED = ("groups.yml", "components/add_node_targets.yml", "components/remove_node_targets.yml")
+AS_SHIPPED = ("groups.yml", "components/add_node_targets.yml", "components/remove_node_targets.yml",
+              "components/upgrade_targets.yml")
 # The inventory check reads the shipped role specs; test_playbooks.py covers it.
 LEFT_OUT = ("validate_inventory.yml",)
 
@@ -272,6 +273,55 @@ def test_add_node_refuses_hosts_that_are_not_compute_nodes_before_touching_any(r
     ran, result = run_entry("add_node.yml", TWO_CONTROLLERS, **extra)
     assert not result.ok
     assert set(result.hosts) == {"localhost"} and result.failed_hosts == ["localhost"]
+    for word in words:
+        assert word in (result.hosts["localhost"].message or ""), result.hosts["localhost"].message
+    assert all(hosts == [] for hosts in ran.values()), ran
+
+
+UPGRADE_PLAYS = {
+    "dump": "Upgrade | Dump the accounting database before slurmdbd is touched",
+    "drain": "Upgrade | Drain the step's compute nodes and wait for their jobs",
+    "reboot": "Upgrade | Reboot the compute nodes where the updated packages ask for it",
+    "check": "Upgrade | Check the updated compute nodes, then resume them",
+}
+
+
+def test_an_upgrade_step_of_servers_runs_slurm_in_schedmds_order_on_them_only(run_entry, write_inventory):
+    from deepops_py import upgrade
+
+    groups = {**TWO_CONTROLLERS, "slurm_dbd": ["db01"], "monitoring": ["mon01"]}
+    cluster = inv.load_cluster(write_inventory(_inventory(groups)))
+    servers, *batches = upgrade.plan_steps(cluster, 2)
+    assert [step["hosts"] for step in batches] == [["gpu01", "gpu02"], ["gpu03"]]
+    ran, result = run_entry("upgrade.yml", groups, deepops_upgrade_hosts=servers["hosts"])
+    assert result.ok, result.error or result.hosts
+    assert set(result.hosts) - {"localhost"} == {"db01", "ctl01", "ctl02", "login01", "mon01"}
+    assert ran[UPGRADE_PLAYS["dump"]] == ["db01"]
+    assert ran[DBD_PLAY] == ["db01"] and ran[CONTROLLER_PLAY] == ["ctl01", "ctl02"] and ran[COMPUTE_PLAY] == []
+    assert ran["Slurm | Login nodes"] == ["login01"] and ran[MONITORING_PLAY] == ["mon01"]
+    names = list(ran)
+    assert names.index(DBD_PLAY) < names.index(CONTROLLER_PLAY) < names.index(COMPUTE_PLAY)  # SchedMD's order
+    assert ran[UPGRADE_PLAYS["reboot"]] == []  # no compute node in the step: none drained, none rebooted
+
+
+def test_an_upgrade_batch_runs_on_its_compute_nodes_and_drains_from_the_first_controller(run_entry):
+    ran, result = run_entry("upgrade.yml", TWO_CONTROLLERS, deepops_upgrade_hosts="gpu01, gpu02")
+    assert result.ok, result.error or result.hosts
+    assert set(result.hosts) == {"localhost", "ctl01", "gpu01", "gpu02"}  # gpu03 and the others untouched
+    assert ran[UPGRADE_PLAYS["drain"]] == ["ctl01"] and ran[UPGRADE_PLAYS["check"]] == ["ctl01"]
+    assert ran[UPGRADE_PLAYS["dump"]] == [] and ran[CONTROLLER_PLAY] == [] and ran[DBD_PLAY] == []
+    assert ran[COMPUTE_PLAY] == ["gpu01", "gpu02"] and ran[UPGRADE_PLAYS["reboot"]] == ["gpu01", "gpu02"]
+    assert ran["Common | Prepare every cluster node"] == ["gpu01", "gpu02"]
+
+
+@pytest.mark.parametrize("hosts, words", [
+    (None, ["Set deepops_upgrade_hosts", "found nothing"]),
+    (["gpu09"], ["not in the cluster: gpu09"]),
+])
+def test_an_upgrade_step_refuses_unknown_hosts_before_touching_any(run_entry, hosts, words):
+    extra = {} if hosts is None else {"deepops_upgrade_hosts": hosts}
+    ran, result = run_entry("upgrade.yml", TWO_CONTROLLERS, **extra)
+    assert not result.ok and set(result.hosts) == {"localhost"}
     for word in words:
         assert word in (result.hosts["localhost"].message or ""), result.hosts["localhost"].message
     assert all(hosts == [] for hosts in ran.values()), ran
