@@ -70,3 +70,38 @@ def test_nothing_missing_skips_the_apt_module(tmp_path):
     assert results["Apt packages | Install the missing ones (installed)"].get("skipped") is True
     assert "Apt packages | Install (installed)" not in results
     assert not any(result.get("changed") for result in results.values())
+
+
+def test_a_second_import_of_installed_packages_asks_dpkg_nothing(tmp_path):
+    """One dpkg query per host and run: the first import lists every installed
+    package; a later one whose packages are all in the list makes no query, and
+    one that names a package outside it (here: set aside) queries again."""
+    playbook = tmp_path / "play.yml"
+    playbook.write_text(
+        "- hosts: localhost\n  connection: local\n  gather_facts: false\n  tasks:\n"
+        "    - ansible.builtin.import_role: {name: apt_packages}\n"
+        "      vars: {apt_packages_names: [dpkg], apt_packages_label: first}\n"
+        "- hosts: localhost\n  connection: local\n  gather_facts: false\n  tasks:\n"
+        "    - ansible.builtin.import_role: {name: apt_packages}\n"
+        "      vars: {apt_packages_names: [dpkg, coreutils], apt_packages_label: known}\n"
+        "    - ansible.builtin.set_fact: {apt_packages_installed: [dpkg]}\n"
+        "    - ansible.builtin.import_role: {name: apt_packages}\n"
+        "      vars: {apt_packages_names: [dpkg, coreutils], apt_packages_label: unknown}\n"
+    )
+    env = {**os.environ, "ANSIBLE_CONFIG": str(REPO / "ansible.cfg"), "ANSIBLE_STDOUT_CALLBACK": "ansible.builtin.json"}
+    proc = subprocess.run(
+        [str(Path(sys.executable).parent / "ansible-playbook"), "-i", "localhost,", str(playbook),
+         "-e", f"ansible_python_interpreter={sys.executable}"],
+        env=env, capture_output=True, text=True, timeout=300,
+    )
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    results = {
+        task["task"]["name"].split(" : ")[-1]: task["hosts"]["localhost"]
+        for play in json.loads(proc.stdout)["plays"] for task in play["tasks"]
+    }
+    assert "skipped" not in results["Apt packages | Query installed packages (first)"]
+    assert results["Apt packages | Query installed packages (known)"].get("skipped") is True
+    assert "skipped" not in results["Apt packages | Query installed packages (unknown)"]
+    # The query found coreutils installed after all: nothing to install, nothing pending.
+    assert results["Apt packages | Install the missing ones (unknown)"].get("skipped") is True
+    assert not any(result.get("changed") for result in results.values())
