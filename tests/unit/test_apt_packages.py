@@ -49,15 +49,18 @@ def test_role_inputs_and_allow_duplicates():
     assert "check_mode: false" in tasks and "apt_packages_pending" in tasks
 
 
-def test_nothing_missing_skips_the_apt_module(tmp_path):
-    """A package set that is already installed costs one dpkg query and no apt
-    call: apt's module would only confirm it, at about a second per call."""
+_PLAY = "- hosts: localhost\n  connection: local\n  gather_facts: false\n  tasks:\n"
+
+
+def _import(names: list[str], label: str) -> str:
+    return ("    - ansible.builtin.import_role: {name: apt_packages}\n"
+            f"      vars: {{apt_packages_names: [{', '.join(names)}], apt_packages_label: {label}}}\n")
+
+
+def _run_locally(tmp_path: Path, playbook_text: str) -> dict[str, dict]:
+    """Run the playbook on this machine; each task's result by its name (the role's prefix dropped)."""
     playbook = tmp_path / "play.yml"
-    playbook.write_text(
-        "- hosts: localhost\n  connection: local\n  gather_facts: false\n  tasks:\n"
-        "    - ansible.builtin.import_role: {name: apt_packages}\n"
-        "      vars: {apt_packages_names: [dpkg], apt_packages_label: installed}\n"
-    )
+    playbook.write_text(playbook_text)
     env = {**os.environ, "ANSIBLE_CONFIG": str(REPO / "ansible.cfg"), "ANSIBLE_STDOUT_CALLBACK": "ansible.builtin.json"}
     proc = subprocess.run(
         [str(Path(sys.executable).parent / "ansible-playbook"), "-i", "localhost,", str(playbook),
@@ -65,7 +68,16 @@ def test_nothing_missing_skips_the_apt_module(tmp_path):
         env=env, capture_output=True, text=True, timeout=300,
     )
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-    results = {task["task"]["name"].split(" : ")[-1]: task["hosts"]["localhost"] for task in json.loads(proc.stdout)["plays"][0]["tasks"]}
+    return {
+        task["task"]["name"].split(" : ")[-1]: task["hosts"]["localhost"]
+        for play in json.loads(proc.stdout)["plays"] for task in play["tasks"]
+    }
+
+
+def test_nothing_missing_skips_the_apt_module(tmp_path):
+    """A package set that is already installed costs one dpkg query and no apt
+    call: apt's module would only confirm it, at about a second per call."""
+    results = _run_locally(tmp_path, _PLAY + _import(["dpkg"], "installed"))
     # The install (apt's module) is behind an include that nothing missing skips.
     assert results["Apt packages | Install the missing ones (installed)"].get("skipped") is True
     assert "Apt packages | Install (installed)" not in results
@@ -76,29 +88,13 @@ def test_a_second_import_of_installed_packages_asks_dpkg_nothing(tmp_path):
     """One dpkg query per host and run: the first import lists every installed
     package; a later one whose packages are all in the list makes no query, and
     one that names a package outside it (here: set aside) queries again."""
-    playbook = tmp_path / "play.yml"
-    playbook.write_text(
-        "- hosts: localhost\n  connection: local\n  gather_facts: false\n  tasks:\n"
-        "    - ansible.builtin.import_role: {name: apt_packages}\n"
-        "      vars: {apt_packages_names: [dpkg], apt_packages_label: first}\n"
-        "- hosts: localhost\n  connection: local\n  gather_facts: false\n  tasks:\n"
-        "    - ansible.builtin.import_role: {name: apt_packages}\n"
-        "      vars: {apt_packages_names: [dpkg, coreutils], apt_packages_label: known}\n"
-        "    - ansible.builtin.set_fact: {apt_packages_installed: [dpkg]}\n"
-        "    - ansible.builtin.import_role: {name: apt_packages}\n"
-        "      vars: {apt_packages_names: [dpkg, coreutils], apt_packages_label: unknown}\n"
+    results = _run_locally(
+        tmp_path,
+        _PLAY + _import(["dpkg"], "first")
+        + _PLAY + _import(["dpkg", "coreutils"], "known")
+        + "    - ansible.builtin.set_fact: {apt_packages_installed: [dpkg]}\n"
+        + _import(["dpkg", "coreutils"], "unknown"),
     )
-    env = {**os.environ, "ANSIBLE_CONFIG": str(REPO / "ansible.cfg"), "ANSIBLE_STDOUT_CALLBACK": "ansible.builtin.json"}
-    proc = subprocess.run(
-        [str(Path(sys.executable).parent / "ansible-playbook"), "-i", "localhost,", str(playbook),
-         "-e", f"ansible_python_interpreter={sys.executable}"],
-        env=env, capture_output=True, text=True, timeout=300,
-    )
-    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-    results = {
-        task["task"]["name"].split(" : ")[-1]: task["hosts"]["localhost"]
-        for play in json.loads(proc.stdout)["plays"] for task in play["tasks"]
-    }
     assert "skipped" not in results["Apt packages | Query installed packages (first)"]
     assert results["Apt packages | Query installed packages (known)"].get("skipped") is True
     assert "skipped" not in results["Apt packages | Query installed packages (unknown)"]
