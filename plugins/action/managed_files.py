@@ -13,6 +13,7 @@ each naming its entry's path.
 
 from __future__ import annotations
 
+import base64
 import os
 import posixpath
 import re
@@ -191,7 +192,8 @@ def _check_entry(index: int, entry: Any, seen: set[str], problems: list[str]) ->
 
 def hide_contents(module_args: dict[str, Any]) -> dict[str, Any]:
     """The module arguments as a result may show them: without file contents."""
-    files = [{**entry, "content": HIDDEN} if "content" in entry else entry for entry in module_args["files"]]
+    hidden = ("content", "content_base64")
+    files = [{**entry, **{key: HIDDEN for key in hidden if key in entry}} for entry in module_args["files"]]
     return {**module_args, "files": files}
 
 
@@ -232,7 +234,12 @@ class ActionModule(ActionBase):
             if "template" in entry:
                 entry["content"] = self._render(entry["template"], entry["path"], {**task_vars, **entry.pop("template_vars", {})})
             elif "src" in entry:
-                entry["content"] = self._read(entry["src"])
+                data = self._read(entry["src"])
+                try:
+                    entry["content"] = data.decode("utf-8")
+                except UnicodeDecodeError:
+                    # A key: bytes travel as base64 (module arguments are JSON text).
+                    entry["content_base64"] = base64.b64encode(data).decode("ascii")
         except AnsibleFileNotFound as error:
             key = "template" if "template" in entry else "src"
             searched = "".join(f"\n    {path}" for path in error.paths or [])
@@ -240,8 +247,6 @@ class ActionModule(ActionBase):
         except AnsibleError as error:
             key = "template" if "template" in entry else "src"
             problems.append(f"{entry['path']}: {key} {entry[key]}: {to_text(error)}")
-        except UnicodeDecodeError:
-            problems.append(f"{entry['path']}: src {entry['src']} is not UTF-8 text; use ansible.builtin.copy for binary files")
 
     def _render(self, name: str, dest: str, task_vars: dict[str, Any]) -> str:
         """Render as ansible.builtin.template does (ansible-core 2.19's plugins/action/template.py)."""
@@ -259,8 +264,8 @@ class ActionModule(ActionBase):
         rendered = templar.template(template_data, escape_backslashes=False, overrides=TEMPLATE_OVERRIDES)
         return "" if rendered is None else to_text(rendered)
 
-    def _read(self, name: str) -> str:
-        """A src file's text, found as ansible.builtin.copy finds it (vault files decrypted)."""
+    def _read(self, name: str) -> bytes:
+        """A src file's bytes, found as ansible.builtin.copy finds it (vault files decrypted)."""
         source = self._find_needle("files", name)
         if os.path.isdir(source):
             raise AnsibleError(f"{source} is a directory; managed_files copies single files")
@@ -270,4 +275,4 @@ class ActionModule(ActionBase):
                 data = stream.read()
         finally:
             self._loader.cleanup_tmp_file(real)
-        return data.decode("utf-8")
+        return data

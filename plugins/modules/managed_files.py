@@ -18,7 +18,8 @@ description:
     entry's path, before anything is sent to the host. It renders O(files[].template) with
     the task's variables as M(ansible.builtin.template) does (same template search path, so
     C({% include %}) works in a role's C(templates/)), reads O(files[].src) from the role's
-    C(files/) as M(ansible.builtin.copy) does, and sends the contents as UTF-8 text.
+    C(files/) as M(ansible.builtin.copy) does, and sends the contents as UTF-8 text (a
+    C(src) file that is not UTF-8 text, such as a key, as base64).
   - On the host a file is written only when its content differs byte for byte from what is
     there, through a temporary file in the destination directory that is validated first
     (O(files[].validate)) and then moved into place atomically. Owner, group and mode are
@@ -83,8 +84,13 @@ options:
       src:
         description:
           - A file found like M(ansible.builtin.copy) finds its C(src) (a role's C(files/)
-            first; vault-encrypted files are decrypted). It must be UTF-8 text; use
-            M(ansible.builtin.copy) for binary files.
+            first; vault-encrypted files are decrypted). Text or binary (a key), it is
+            written byte for byte.
+        type: str
+      content_base64:
+        description:
+          - Filled in by the action plugin for a binary O(files[].src), the file's bytes in
+            base64; not to be set in a task.
         type: str
       validate:
         description:
@@ -212,6 +218,7 @@ changed_paths:
 """
 
 # Ansible modules import after their documentation strings.
+import base64
 import grp
 import os
 import pwd
@@ -228,6 +235,7 @@ ENTRY_OPTIONS = {
     "path": {"type": "path", "required": True},
     "state": {"type": "str", "choices": ["file", "directory", "absent"], "default": "file"},
     "content": {"type": "str"},
+    "content_base64": {"type": "str"},
     "template": {"type": "str"},
     "template_vars": {"type": "dict"},
     "src": {"type": "str"},
@@ -357,7 +365,7 @@ def _write(module: AnsibleModule, dest: str, data: bytes, validate: str | None) 
 
 def _file(module: AnsibleModule, entry: dict, defaults: dict) -> tuple[bool, list]:
     path = entry["path"]
-    if entry["content"] is None:
+    if entry["content"] is None and entry["content_base64"] is None:
         raise EntryFailed("a file entry needs content (template and src are resolved by the action plugin on the controller)")
     if entry["validate"] and "%s" not in entry["validate"]:
         raise EntryFailed(f"validate must contain %s, got: {entry['validate']}")
@@ -374,7 +382,7 @@ def _file(module: AnsibleModule, entry: dict, defaults: dict) -> tuple[bool, lis
     if not os.path.isdir(parent) and not module.check_mode:
         raise EntryFailed(f"directory {parent} does not exist; list it before this file with state: directory")
 
-    new = entry["content"].encode("utf-8")
+    new = base64.b64decode(entry["content_base64"]) if entry["content"] is None else entry["content"].encode("utf-8")
     if exists:
         with open(real, "rb") as stream:
             old = stream.read()

@@ -8,6 +8,7 @@ called directly for the cases that never reach a host.
 
 from __future__ import annotations
 
+import base64
 import grp
 import json
 import os
@@ -432,3 +433,27 @@ def test_check_mode_on_a_fresh_host_reports_instead_of_failing(project: Project)
     failed = applied.result()
     assert applied.process.returncode != 0 and failed["failed"] is True
     assert "made-earlier does not exist; list it before this file with state: directory" in failed["msg"]
+
+
+def test_a_binary_src_file_is_written_byte_for_byte_and_never_shown(project: Project) -> None:
+    # A key: bytes that are not UTF-8, a NUL among them.
+    key = bytes(range(256)) * 4
+    (project.directory / "roles" / "demo" / "files" / "demo.key").write_bytes(key)
+    task = managed_files_task([{"path": "{{ demo_root }}/demo.key", "src": "demo.key", "mode": "0400"}])
+    encoded = base64.b64encode(key).decode("ascii")
+
+    first = project.run([task], "--diff")
+    result = first.result()
+    assert result["changed"] is True, result
+    written = project.root / "demo.key"
+    assert written.read_bytes() == key and _mode(written) == "0400"
+    # The arguments shown carry neither the bytes nor their base64.
+    assert encoded not in json.dumps(first.output) and encoded[:40] not in first.process.stderr
+    (content_diff,) = [diff for diff in result["diff"] if "before_header" in diff]
+    assert content_diff.get("src_binary") == 1 and "after" not in content_diff
+
+    assert project.run([task]).result()["changed"] is False
+    written.write_bytes(key[::-1])
+    assert project.run([task], "--check").result()["changed_paths"] == [str(written)]
+    assert written.read_bytes() == key[::-1]
+    assert project.run([task]).result()["changed"] is True and written.read_bytes() == key
