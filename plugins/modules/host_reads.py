@@ -1,0 +1,191 @@
+#!/usr/bin/python
+"""Ansible module: several read-only commands, files and path checks on a host in one call."""
+
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+---
+module: host_reads
+short_description: Run read-only commands, read files and look for paths on a host, in one module call
+description:
+  - A role that reads a few things before it decides (a command's output, a record file it
+    wrote earlier, whether a path exists) would run one M(ansible.builtin.command),
+    M(ansible.builtin.slurp) or M(ansible.builtin.stat) task each, and pay a module start on
+    the host for every one. This module does them all in one call and returns each result
+    under the name it was given.
+  - It changes nothing, so it runs the same in check mode and always reports C(changed=false).
+  - Commands run without a shell, in the order given.
+version_added: "1.0.0"
+author:
+  - deepops developers (@deepops)
+options:
+  commands:
+    description:
+      - Commands to run, in this order; each result is returned under its O(commands[].name).
+      - A command whose exit status is not in its O(commands[].ok_rc) fails the task (naming it,
+        with its output), unless O(commands[].may_fail) is set.
+    type: list
+    elements: dict
+    default: []
+    suboptions:
+      name:
+        description: The name its result is returned under.
+        type: str
+        required: true
+      argv:
+        description: The command and its arguments, run without a shell.
+        type: list
+        elements: str
+        required: true
+      ok_rc:
+        description: The exit statuses that count as success.
+        type: list
+        elements: int
+        default: [0]
+      may_fail:
+        description:
+          - Return any exit status (a missing program gives 127) instead of failing the task.
+        type: bool
+        default: false
+  files:
+    description:
+      - Files to read, by name, as UTF-8 text (bytes that are not UTF-8 are replaced).
+      - A file that does not exist is not an error; its result says so.
+    type: dict
+    default: {}
+  paths:
+    description:
+      - Paths to look for, by name (symlinks followed).
+    type: dict
+    default: {}
+extends_documentation_fragment:
+  - ansible.builtin.action_common_attributes
+attributes:
+  check_mode:
+    support: full
+  diff_mode:
+    support: none
+  platform:
+    platforms: posix
+"""
+
+EXAMPLES = r"""
+- name: Cluster users | Read the local users, groups and the record of earlier runs
+  deepops.cluster.host_reads:
+    commands:
+      - {name: passwd, argv: [getent, passwd]}
+      - {name: group, argv: [getent, group]}
+    files:
+      record: /var/lib/deepops/cluster_users.json
+  register: __cluster_users_reads
+
+- name: Show whether the record exists and the first local user
+  ansible.builtin.debug:
+    msg: "{{ __cluster_users_reads.files.record.exists }} {{ __cluster_users_reads.commands.passwd.stdout_lines[0] }}"
+
+- name: Slurm | The version, where slurmctld is installed
+  deepops.cluster.host_reads:
+    commands:
+      - {name: version, argv: [slurmctld, -V], may_fail: true}
+    paths:
+      zone: /usr/share/zoneinfo/Europe/Berlin
+"""
+
+RETURN = r"""
+commands:
+  description: Each command's result, by the name it was given.
+  returned: always
+  type: dict
+  sample: {"passwd": {"rc": 0, "stdout": "root:x:0:0:root:/root:/bin/bash", "stderr": "",
+           "stdout_lines": ["root:x:0:0:root:/root:/bin/bash"]}}
+files:
+  description: Each file's result, by name - C(exists) and C(content) (the text; absent when the file does not exist).
+  returned: always
+  type: dict
+  sample: {"record": {"exists": true, "content": "{\"users\": [\"alice\"]}\n"}}
+paths:
+  description: For each path, by name, C(exists) and C(isdir).
+  returned: always
+  type: dict
+  sample: {"zone": {"exists": true, "isdir": false}}
+"""
+
+# Ansible modules import after their documentation strings.
+import os
+
+from ansible.module_utils.basic import AnsibleModule
+
+# What a shell reports for a program it cannot find.
+NOT_FOUND_RC = 127
+
+
+def run(module: AnsibleModule, name: str, spec: dict) -> dict:
+    """One command's result; fails the module when its status is not allowed."""
+    try:
+        rc, stdout, stderr = module.run_command(spec["argv"], handle_exceptions=False)
+    except OSError as error:
+        rc, stdout, stderr = NOT_FOUND_RC, "", str(error)
+    # As ansible.builtin.command returns them: without the final newline.
+    stdout, stderr = stdout.rstrip("\r\n"), stderr.rstrip("\r\n")
+    result = {"rc": rc, "stdout": stdout, "stderr": stderr, "stdout_lines": stdout.splitlines()}
+    if rc not in spec["ok_rc"] and not spec["may_fail"]:
+        module.fail_json(msg=f"{name}: {' '.join(spec['argv'])} exited with {rc}: {stderr.strip() or stdout.strip()}",
+                         name=name, **result)
+    return result
+
+
+def read(module: AnsibleModule, name: str, path: str) -> dict:
+    try:
+        with open(path, "rb") as stream:
+            return {"exists": True, "content": stream.read().decode("utf-8", errors="replace")}
+    except FileNotFoundError:
+        return {"exists": False}
+    except OSError as error:
+        module.fail_json(msg=f"{name}: cannot read {path}: {error}", name=name)
+        raise  # not reached: fail_json exits
+
+
+def look(path: str) -> dict:
+    return {"exists": os.path.exists(path), "isdir": os.path.isdir(path)}
+
+
+COMMAND_OPTIONS = {
+    "name": {"type": "str", "required": True},
+    "argv": {"type": "list", "elements": "str", "required": True},
+    "ok_rc": {"type": "list", "elements": "int", "default": [0]},
+    "may_fail": {"type": "bool", "default": False},
+}
+
+
+def main() -> None:
+    module = AnsibleModule(
+        argument_spec={
+            "commands": {"type": "list", "elements": "dict", "default": [], "options": COMMAND_OPTIONS},
+            "files": {"type": "dict", "default": {}},
+            "paths": {"type": "dict", "default": {}},
+        },
+        supports_check_mode=True,
+    )
+    problems = _problems(module.params)
+    if problems:
+        module.fail_json(msg="host_reads: " + "; ".join(problems) + " (nothing was run)")
+    commands = {spec["name"]: run(module, spec["name"], spec) for spec in module.params["commands"]}
+    files = {name: read(module, name, path) for name, path in module.params["files"].items()}
+    paths = {name: look(path) for name, path in module.params["paths"].items()}
+    module.exit_json(changed=False, commands=commands, files=files, paths=paths)
+
+
+def _problems(params: dict) -> list[str]:
+    """Every argument problem AnsibleModule's spec cannot see, before anything runs."""
+    problems = []
+    names = [spec["name"] for spec in params["commands"]]
+    problems += [f"commands: {name} is named twice" for name in sorted({name for name in names if names.count(name) > 1})]
+    problems += [f"commands.{spec['name']}.argv is empty" for spec in params["commands"] if not spec["argv"]]
+    for option in ("files", "paths"):
+        problems += [f"{option}.{name} must be an absolute path, got {path!r}"
+                     for name, path in params[option].items() if not isinstance(path, str) or not os.path.isabs(path)]
+    return problems
+
+
+if __name__ == "__main__":
+    main()
