@@ -2,7 +2,7 @@
 
 ``hostvars_list | deepops.cluster.cluster_users_host_problems`` -> every clash
 of the hosts' declared users with their local users and groups (each host's
-``cluster_users`` against its ``getent`` output, registered by the preflight).
+``cluster_users`` against its ``getent`` output, read by the preflight's host_reads).
 ``cluster_users | deepops.cluster.cluster_users_record(saved_text, passwd_text)``
 -> ``{users: [...to record], undeclared: [...]}``.
 ``cluster_users | deepops.cluster.cluster_users_key_files(home_base[, existing_names])``
@@ -33,10 +33,16 @@ def cluster_users_host_problems(hosts: Any) -> list[str]:
         problems += cluster_users.host_problems(
             str(variables.get("inventory_hostname")),
             list(variables.get("cluster_users") or []),
-            str((variables.get("__cluster_users_passwd") or {}).get("stdout", "")),
-            str((variables.get("__cluster_users_group") or {}).get("stdout", "")),
+            _read_output(variables, "passwd"),
+            _read_output(variables, "group"),
         )
     return problems
+
+
+def _read_output(variables: Mapping, command: str) -> str:
+    """A command's output from the preflight's host_reads result (registered as __cluster_users_reads)."""
+    reads = variables.get("__cluster_users_reads") or {}
+    return str(((reads.get("commands") or {}).get(command) or {}).get("stdout", ""))
 
 
 def cluster_users_record(entries: Any, saved: Any, passwd: Any) -> dict[str, list[str]]:
