@@ -35,8 +35,8 @@ from jinja2.defaults import (
 
 MODULE = "deepops.cluster.managed_files"
 TASK_KEYS = ("files", "owner", "group", "mode", "dir_mode")
-ENTRY_KEYS = ("path", "state", "content", "template", "template_vars", "src", "validate", "owner", "group", "mode")
-STATES = ("file", "directory", "absent")
+ENTRY_KEYS = ("path", "state", "content", "template", "template_vars", "src", "validate", "target", "owner", "group", "mode")
+STATES = ("file", "directory", "absent", "link")
 SOURCES = ("content", "template", "src")
 # ansible.builtin.template's defaults (plugins/action/template.py in ansible-core 2.19).
 TEMPLATE_OVERRIDES = {
@@ -175,11 +175,21 @@ def _check_entry(index: int, entry: Any, seen: set[str], problems: list[str]) ->
                 problems.append(f"{where}{key} must be {expected}, got {value!r}")
     else:
         extra = [key for key in (*SOURCES, "template_vars", "validate") if entry.get(key) is not None]
-        if state == "absent":
+        if state in ("absent", "link"):
             extra += [key for key in ("owner", "group", "mode") if entry.get(key) is not None]
+        if state != "link" and entry.get("target") is not None:
+            extra.append("target")
         if extra:
             problems.append(f"{where}a{'n' if state == 'absent' else ''} {state} entry takes no {', '.join(extra)}")
-    if state != "absent":
+        if state == "link":
+            target = entry.get("target")
+            if isinstance(target, str) and target:
+                checked["target"] = target
+            else:
+                problems.append(f"{where}a link entry needs a target (the path it points to), got {target!r}")
+    if state == "file" and entry.get("target") is not None:
+        problems.append(f"{where}a file entry takes no target (state: link makes a link)")
+    if state not in ("absent", "link"):
         for key in ("owner", "group"):
             value = _name(entry.get(key), key, problems, where)
             if value is not None:

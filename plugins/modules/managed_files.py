@@ -56,11 +56,19 @@ options:
             own entry to manage it), and sets its owner, group and mode.
           - V(absent) removes a file, a symlink (not what it points to) or a directory with
             everything in it, like M(ansible.builtin.file) with C(state=absent).
-          - C(directory) and C(absent) entries take no content, template, src or validate,
-            and C(absent) entries no owner, group or mode.
+          - V(link) makes the path a symbolic link to O(files[].target), replacing a file
+            or another link there (not a directory), like M(ansible.builtin.file) with
+            C(state=link) and C(force=true).
+          - C(directory), C(absent) and C(link) entries take no content, template, src or
+            validate, and C(absent) and C(link) entries no owner, group or mode.
         type: str
-        choices: [file, directory, absent]
+        choices: [file, directory, absent, link]
         default: file
+      target:
+        description:
+          - What a V(link) entry points to (written as given; a relative target is relative
+            to the link's directory). Only for V(link) entries.
+        type: str
       content:
         description:
           - The file's content, as text (written as UTF-8).
@@ -233,7 +241,8 @@ DEFAULT_DIR_MODE = "0755"
 DIFF_MAX_BYTES = 64 * 1024
 ENTRY_OPTIONS = {
     "path": {"type": "path", "required": True},
-    "state": {"type": "str", "choices": ["file", "directory", "absent"], "default": "file"},
+    "state": {"type": "str", "choices": ["file", "directory", "absent", "link"], "default": "file"},
+    "target": {"type": "str"},
     "content": {"type": "str"},
     "content_base64": {"type": "str"},
     "template": {"type": "str"},
@@ -425,12 +434,42 @@ def _absent(module: AnsibleModule, entry: dict) -> tuple[bool, list]:
     return True, [{"before": {"path": path, "state": kind}, "after": {"path": path, "state": "absent"}}]
 
 
+def _link(module: AnsibleModule, entry: dict) -> tuple[bool, list]:
+    path, target = entry["path"], entry["target"]
+    if not target:
+        raise EntryFailed("a link entry needs a target")
+    if os.path.islink(path):
+        current = os.readlink(path)
+        if current == target:
+            return False, []
+        before = {"path": path, "state": "link", "target": current}
+    elif os.path.isdir(path):
+        raise EntryFailed("is a directory")
+    else:
+        before = {"path": path, "state": "file" if os.path.lexists(path) else "absent"}
+    parent = os.path.dirname(path)
+    if not os.path.isdir(parent) and not module.check_mode:
+        raise EntryFailed(f"directory {parent} does not exist; list it before this link with state: directory")
+    if not module.check_mode:
+        # A new link beside the old path, then renamed over it: the path is never missing.
+        temporary = os.path.join(parent, f".{os.path.basename(path)}.deepops-{os.getpid()}")
+        os.symlink(target, temporary)
+        try:
+            os.replace(temporary, path)
+        except OSError:
+            os.unlink(temporary)
+            raise
+    return True, [{"before": before, "after": {"path": path, "state": "link", "target": target}}]
+
+
 def converge(module: AnsibleModule, entry: dict, defaults: dict) -> tuple[bool, list]:
     """Bring one entry to its state; return whether it changed and its diffs."""
     if entry["state"] == "directory":
         return _directory(module, entry, defaults)
     if entry["state"] == "absent":
         return _absent(module, entry)
+    if entry["state"] == "link":
+        return _link(module, entry)
     return _file(module, entry, defaults)
 
 
@@ -438,7 +477,7 @@ def _unknown_names(module: AnsibleModule, defaults: dict) -> list:
     """(path, message) for owners and groups that do not exist on the host, checked before anything is changed."""
     problems = []
     for entry in module.params["files"]:
-        if entry["state"] == "absent":
+        if entry["state"] in ("absent", "link"):
             continue
         for kind, lookup in (("owner", pwd.getpwnam), ("group", grp.getgrnam)):
             name = entry[kind] or defaults[kind]

@@ -303,8 +303,8 @@ BAD_TASKS = """\
     files:
       - path: "{{ demo_root }}/ok.conf"
         content: "x\\n"
-      - path: "{{ demo_root }}/link"
-        state: link
+      - path: "{{ demo_root }}/fifo"
+        state: fifo
   ignore_errors: true
 - name: Demo | Owner missing on the host
   deepops.cluster.managed_files:
@@ -324,7 +324,7 @@ def test_bad_arguments_fail_naming_the_path_and_change_nothing(project: Project)
     expected = {
         "Demo | Two sources": (root / "two" / "x.conf", "a file needs exactly one of content, template, src; got content, src"),
         "Demo | Integer mode": (root / "int.conf", 'mode must be a quoted string such as "0644", got the integer 420'),
-        "Demo | Unknown state": (root / "link", "state must be one of file, directory, absent, got 'link'"),
+        "Demo | Unknown state": (root / "fifo", "state must be one of file, directory, absent, link, got 'fifo'"),
         "Demo | Owner missing on the host": (root / "owned" / "x.conf", "owner deepops-no-such-user does not exist on this host"),
     }
     for name, (path, message) in expected.items():
@@ -360,6 +360,10 @@ def _problems(args: dict) -> list[str]:
     ({"path": "/x", "content": "x", "mode": True}, '/x: mode must be a string such as "0644", got bool'),
     ({"path": "/x", "content": "x", "template_vars": {"a": 1}}, "/x: template_vars must be a mapping beside a template"),
     ({"path": "/x", "template": "x.j2", "template_vars": ["a"]}, "/x: template_vars must be a mapping beside a template, got ['a']"),
+    ({"path": "/x", "state": "link"}, "/x: a link entry needs a target (the path it points to), got None"),
+    ({"path": "/x", "state": "link", "target": "/y", "mode": "0644"}, "/x: a link entry takes no mode"),
+    ({"path": "/x", "content": "x", "target": "/y"}, "/x: a file entry takes no target (state: link makes a link)"),
+    ({"path": "/x", "state": "directory", "target": "/y"}, "/x: a directory entry takes no target"),
 ])
 def test_an_entry_problem_names_the_path(entry: dict, problem: str) -> None:
     (found,) = _problems({"files": [entry]})
@@ -370,14 +374,14 @@ def test_every_problem_is_reported_at_once() -> None:
     problems = _problems({
         "mode": 420,
         "recurse": True,
-        "files": [{"path": "/a/", "content": "x"}, {"path": "/a", "state": "directory"}, {"path": "/b", "state": "link"}],
+        "files": [{"path": "/a/", "content": "x"}, {"path": "/a", "state": "directory"}, {"path": "/b", "state": "fifo"}],
     })
     assert problems == [
         "unknown argument recurse; expected one of files, owner, group, mode, dir_mode",
         'mode must be a quoted string such as "0644", got the integer 420'
         " (YAML reads an unquoted 0644 as the number 420; quote the mode)",
         "/a: listed more than once",
-        "/b: state must be one of file, directory, absent, got 'link'",
+        "/b: state must be one of file, directory, absent, link, got 'fifo'",
     ]
 
 
@@ -457,3 +461,38 @@ def test_a_binary_src_file_is_written_byte_for_byte_and_never_shown(project: Pro
     assert project.run([task], "--check").result()["changed_paths"] == [str(written)]
     assert written.read_bytes() == key[::-1]
     assert project.run([task]).result()["changed"] is True and written.read_bytes() == key
+
+
+def test_a_link_is_made_repointed_and_replaces_a_file_but_not_a_directory(project: Project) -> None:
+    root = project.root
+    (root / "zones").mkdir()
+    for zone in ("UTC", "Berlin"):
+        (root / "zones" / zone).write_text(zone + "\n")
+    (root / "localtime").write_text("a copied zone file\n")
+
+    def task(target: str) -> dict:
+        return managed_files_task([{"path": "{{ demo_root }}/localtime", "state": "link", "target": target},
+                                   {"path": "{{ demo_root }}/relative", "state": "link", "target": "zones/UTC"}])
+
+    # A file at the path: check mode reports the link and leaves the file.
+    planned = project.run([task(str(root / "zones" / "UTC"))], "--check", "--diff").result()
+    assert planned["changed_paths"] == [str(root / "localtime"), str(root / "relative")]
+    assert {"before": {"path": str(root / "localtime"), "state": "file"},
+            "after": {"path": str(root / "localtime"), "state": "link", "target": str(root / "zones" / "UTC")}} in planned["diff"]
+    assert not (root / "localtime").is_symlink()
+
+    assert project.run([task(str(root / "zones" / "UTC"))]).result()["changed"] is True
+    assert os.readlink(root / "localtime") == str(root / "zones" / "UTC") and (root / "localtime").read_text() == "UTC\n"
+    assert os.readlink(root / "relative") == "zones/UTC" and (root / "relative").read_text() == "UTC\n"
+    assert project.run([task(str(root / "zones" / "UTC"))]).result()["changed"] is False
+
+    repointed = project.run([task(str(root / "zones" / "Berlin"))], "--diff").result()
+    assert repointed["changed_paths"] == [str(root / "localtime")]
+    assert {"before": {"path": str(root / "localtime"), "state": "link", "target": str(root / "zones" / "UTC")},
+            "after": {"path": str(root / "localtime"), "state": "link", "target": str(root / "zones" / "Berlin")}} in repointed["diff"]
+    assert (root / "localtime").read_text() == "Berlin\n" and not list(root.glob(".*deepops-*"))
+
+    (root / "relative").unlink()
+    (root / "relative").mkdir()
+    failed = project.run([task(str(root / "zones" / "Berlin"))]).result()
+    assert failed["failed"] is True and failed["msg"] == f"{root / 'relative'}: is a directory"
