@@ -1,4 +1,4 @@
-"""Callback plugin deepops.cluster.preload: the collection's plugins loaded before Ansible forks.
+"""Callback plugin deepops.cluster.preload: work done once, before Ansible forks its workers.
 
 Ansible runs each task, for each host, in a worker process forked from the
 controller's process, and a plugin is imported where it is first looked up.
@@ -9,6 +9,11 @@ with the module_utils it imports. On a no-op deploy of the default virtual
 cluster that was about a quarter of ansible-playbook's CPU time
 (bench/RESULTS.md). Loaded here, at the start of the run, every worker
 inherits them.
+
+It also sets up the module payloads (plugin_utils/module_payloads.py): built
+once per version of the module code instead of once per run, and sent with
+their bytecode so that a host does not compile Ansible's module_utils again
+for every module it runs.
 """
 
 from __future__ import annotations
@@ -16,23 +21,62 @@ from __future__ import annotations
 DOCUMENTATION = r"""
 name: preload
 type: aggregate
-short_description: Loads the collection's filter and action plugins once, before Ansible forks its workers
+short_description: Loads the collection's plugins and sets up module payloads once, before Ansible forks its workers
 description:
   - Imports every filter and action plugin of this collection into Ansible's plugin loaders when the run
     starts, so the worker processes that run the tasks inherit them instead of importing them again for
     each task and host.
+  - Keeps the module payloads Ansible builds (AnsiballZ) in a directory that outlives the run, named by a
+    fingerprint of ansible-core, Python and the module code of every collection, so a run reuses what an
+    earlier run built and a changed module is built again.
+  - Adds to each payload the bytecode of its Python files, compiled by the controller's Python, which a
+    host with the same Python minor version loads instead of compiling the sources; any other host compiles
+    them as before.
   - Reports nothing and changes no output. A plugin that fails to load is left alone here; the task that
-    uses it reports the error as usual.
+    uses it reports the error as usual. Where ansible-core's internals are not as expected, payloads are
+    built and sent as Ansible always does.
 requirements:
   - enabled in the C(callbacks_enabled) setting of ansible.cfg, as the repository's ansible.cfg does
+options:
+  payload_cache_dir:
+    description:
+      - Where module payloads are kept between runs, one subdirectory per fingerprint; the four most
+        recently used are kept, and any other used within the last day. An empty value builds them in
+        each run, as Ansible does.
+      - Default is C(deepops/ansiballz) in C($XDG_CACHE_HOME), or in C(~/.cache).
+    type: str
+    env:
+      - name: DEEPOPS_PAYLOAD_CACHE_DIR
+    ini:
+      - section: callback_deepops_preload
+        key: payload_cache_dir
+  payload_bytecode:
+    description:
+      - Whether module payloads carry the bytecode of their Python files.
+    type: bool
+    default: true
+    env:
+      - name: DEEPOPS_PAYLOAD_BYTECODE
+    ini:
+      - section: callback_deepops_preload
+        key: payload_bytecode
 """
 
 import pkgutil
 from importlib import import_module
+from pathlib import Path
 from typing import Any
 
+from ansible import constants as C
+from ansible.executor import module_common
+from ansible.module_utils.ansible_release import __version__ as ansible_version
 from ansible.plugins.callback import CallbackBase
 from ansible.plugins.loader import PluginLoader, action_loader, filter_loader
+from ansible.utils.collection_loader import AnsibleCollectionConfig
+from ansible.utils.display import Display
+from ansible_collections.deepops.cluster.plugins.plugin_utils import module_payloads
+
+display = Display()
 
 # The plugin types a task's worker looks up by name, with their loaders.
 PRELOADED_TYPES = {"filter": filter_loader, "action": action_loader}
@@ -78,3 +122,24 @@ class CallbackModule(CallbackBase):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.preloaded = preload(collection_of(__name__))
+
+    def set_options(self, *args: Any, **kwargs: Any) -> None:
+        super().set_options(*args, **kwargs)
+        self.payloads = set_up_payloads(self.get_option("payload_cache_dir"), self.get_option("payload_bytecode"))
+
+
+def set_up_payloads(cache_dir: str | None, bytecode: bool) -> str:
+    """Module payloads with bytecode and kept between runs, as asked; what was set up, in words."""
+    bytecode = bytecode and module_payloads.send_bytecode(module_common)
+    if cache_dir == "":
+        return f"built in this run{', with bytecode' if bytecode else ''}"
+    key = module_payloads.fingerprint(AnsibleCollectionConfig.collection_paths, ansible_version)
+    key += "-bytecode" if bytecode else "-source"
+    try:
+        used = module_payloads.use_persistent_cache(
+            C.DEFAULT_LOCAL_TMP, Path(cache_dir).expanduser() if cache_dir else module_payloads.DEFAULT_CACHE_DIR, key)
+    except OSError as error:
+        display.vvv(f"deepops.cluster.preload: module payloads are built in this run: {error}")
+        used = None
+    where = f"kept in {used}" if used else "built in this run"
+    return f"{where}{', with bytecode' if bytecode else ''}"
