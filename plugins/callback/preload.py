@@ -125,21 +125,21 @@ class CallbackModule(CallbackBase):
 
     def set_options(self, *args: Any, **kwargs: Any) -> None:
         super().set_options(*args, **kwargs)
-        self.payloads = set_up_payloads(self.get_option("payload_cache_dir"), self.get_option("payload_bytecode"))
+        set_up_payloads(self.get_option("payload_cache_dir"), self.get_option("payload_bytecode"))
 
 
-def set_up_payloads(cache_dir: str | None, bytecode: bool) -> str:
-    """Module payloads with bytecode and kept between runs, as asked; what was set up, in words."""
+def set_up_payloads(cache_dir: str | None, bytecode: bool) -> None:
+    """Module payloads with bytecode and kept between runs, as asked (an empty CACHE_DIR: per run)."""
     bytecode = bytecode and module_payloads.send_bytecode(module_common)
-    if cache_dir == "":
-        return f"built in this run{', with bytecode' if bytecode else ''}"
-    key = module_payloads.fingerprint(AnsibleCollectionConfig.collection_paths, ansible_version)
-    key += "-bytecode" if bytecode else "-source"
-    try:
-        used = module_payloads.use_persistent_cache(
-            C.DEFAULT_LOCAL_TMP, Path(cache_dir).expanduser() if cache_dir else module_payloads.DEFAULT_CACHE_DIR, key)
-    except OSError as error:
-        display.vvv(f"deepops.cluster.preload: module payloads are built in this run: {error}")
-        used = None
-    where = f"kept in {used}" if used else "built in this run"
-    return f"{where}{', with bytecode' if bytecode else ''}"
+    kept = None
+    if cache_dir != "":
+        key = module_payloads.fingerprint(AnsibleCollectionConfig.collection_paths, ansible_version)
+        key += "-bytecode" if bytecode else "-source"
+        try:
+            kept = module_payloads.use_persistent_cache(
+                C.DEFAULT_LOCAL_TMP, Path(cache_dir).expanduser() if cache_dir else module_payloads.DEFAULT_CACHE_DIR,
+                key)
+        except OSError as error:
+            display.vvv(f"deepops.cluster.preload: cannot keep module payloads between runs: {error}")
+    display.vvv(f"deepops.cluster.preload: module payloads {f'kept in {kept}' if kept else 'built in this run'}"
+                f"{', with bytecode' if bytecode else ''}")

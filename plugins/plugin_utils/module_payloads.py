@@ -98,7 +98,7 @@ def fingerprint(collection_paths: Iterable[str], ansible_version: str) -> str:
     the size and modification time of each of its module and module_utils files.
     """
     digest = hashlib.sha256()
-    digest.update(f"{ansible_version}\0{sys.version}\0{importlib.util.MAGIC_NUMBER.hex()}\0".encode())
+    digest.update(f"{ansible_version}\0{sys.version}\0".encode())  # the version names the bytecode's magic
     for root in dict.fromkeys(os.path.realpath(path) for path in collection_paths):
         for collection in sorted(Path(root).glob("ansible_collections/*/*")):
             if not collection.is_dir():
