@@ -221,7 +221,7 @@ def ensure_aptcache_image(cache_image: AptCacheImage) -> str:
         return cache_image.tag
     base = ensure_node_image(cache_image.base)
     _progress(f"building image {cache_image.tag} (apt-cacher-ng)")
-    builder = "deepops-build-aptcache"
+    builder = f"deepops-build-aptcache-{cache_image.base.image}"  # one per release: two may build at once
     docker.run(["rm", "-f", builder], check=False)
     script = (
         "set -e; export DEBIAN_FRONTEND=noninteractive; apt-get update -q;"

@@ -18,20 +18,44 @@ from pathlib import Path
 
 import pytest
 import yaml
+from molecule_runs import MOLECULE_RUNS, START_ORDER, ScenarioRuns
 
 REPO = Path(__file__).resolve().parents[2]
 DEEPOPS = Path(sys.executable).parent / "deepops"
 
 
 # Modules that must run first: they need hosts no deploy has touched yet. The
-# others deploy (idempotently) as they need to, in name order.
+# others deploy (idempotently) as they need to, in name order, and the
+# molecule module, which only waits for runs that started with the suite, last.
 FRESH_CLUSTER_MODULES = ("test_foundation.py",)
+MOLECULE_MODULE = "test_molecule.py"
 
 
 def pytest_collection_modifyitems(items):
-    items.sort(key=lambda item: item.path.name not in FRESH_CLUSTER_MODULES)  # stable: name order otherwise
+    # stable: name order otherwise
+    items.sort(key=lambda item: (item.path.name not in FRESH_CLUSTER_MODULES, item.path.name == MOLECULE_MODULE))
     for item in items:
         item.add_marker(pytest.mark.integration)
+
+
+def pytest_collection_finish(session):
+    """Start the selected molecule runs in the background (tests/support/molecule_runs.py)."""
+    selected = {item.callspec.params["run"] for item in session.items if item.path.name == MOLECULE_MODULE}
+    if not selected or session.config.option.collectonly or not _docker_works():
+        return  # test_molecule.py skips (a failure in CI) without an engine
+    from deepops_py.virtual import image
+
+    # Built before anything starts: two clusters or scenarios must not build
+    # one image at once. The apt cache images include the node images.
+    for release in image.SUITES:
+        image.ensure_aptcache_image(image.AptCacheImage(image.NodeImage(release)))
+    session.config.stash[MOLECULE_RUNS] = ScenarioRuns([name for name in START_ORDER if name in selected])
+
+
+def pytest_sessionfinish(session):
+    runs = session.config.stash.get(MOLECULE_RUNS, None)
+    if runs is not None:
+        runs.stop()
 
 
 def _docker_works() -> bool:
