@@ -113,7 +113,9 @@ class ScenarioRuns:
         with self.log(name).open("w") as log:
             process = subprocess.Popen(
                 ["nice", "-n", str(NICE), str(Path(sys.executable).parent / "molecule"), "test", "-s", scenario],
-                cwd=REPO, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+                # stdin: not pytest's, which ansible-playbook refuses when it is non-blocking
+                cwd=REPO, env=env, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
+                start_new_session=True,
             )
             self._processes[name] = process
             try:
