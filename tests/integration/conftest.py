@@ -58,6 +58,17 @@ def pytest_sessionfinish(session):
         runs.stop()
 
 
+def pytest_terminal_summary(terminalreporter, config):
+    """When each molecule run started and how long it took: its part of the CI time."""
+    runs = config.stash.get(MOLECULE_RUNS, None)
+    if runs is None or not runs.times:
+        return
+    terminalreporter.section("molecule runs (beside the tests, from the suite's start)")
+    for name, (start, end) in sorted(runs.times.items(), key=lambda item: item[1]):
+        terminalreporter.write_line(f"{name}: started at {start / 60:.1f} min, ended at {end / 60:.1f} min "
+                                    f"({(end - start) / 60:.1f} min)")
+
+
 def _docker_works() -> bool:
     if shutil.which("docker") is None:
         return False

@@ -27,6 +27,4 @@ def test_molecule_scenario(scenario_runs, run):
     returncode = scenario_runs.futures[run].result()
     output = scenario_runs.log(run).read_text(errors="replace")
     sys.stderr.write(output[-3000:])
-    start, end = scenario_runs.times[run]
-    sys.stderr.write(f"\n{run}: started {start / 60:.1f} min into the suite, took {(end - start) / 60:.1f} min\n")
     assert returncode == 0, f"{command_line(run)} failed (whole log: {scenario_runs.log(run)})\n" + output[-12000:]

@@ -16,7 +16,7 @@ runs start when the suite starts, two at a time, at a low CPU priority: their
 Ansible controllers run niced, and their containers get a small CPU weight
 (docker update --cpu-shares), so the tests in the foreground keep nearly all
 the CPU they want and the runs take what is left. test_molecule.py, ordered
-last (conftest.py), waits for them.
+last (conftest.py), waits for them; the summary at the end says when each ran.
 """
 
 from __future__ import annotations
