@@ -45,7 +45,9 @@ TIMEOUT_S = 3600
 NICE = 10
 CONTAINER_CPU_SHARES = 100
 WEIGHT_POLL_S = 2.0
-# The molecule/cluster scenario's virtual cluster (molecule/cluster/vars/cluster.yml).
+# The molecule/cluster scenario's virtual cluster: the name its vars/cluster.yml
+# picks by default (so a run by hand and the suite's share one cluster and
+# state directory), given to the runs explicitly, so its containers are known.
 CLUSTER_NAME = "mol-" + hashlib.sha256(str(REPO).encode()).hexdigest()[:8]
 # Started longest first: the whole cluster and the NVIDIA runs (about 10
 # minutes each alone), then the one-role scenario beside the last of them.
@@ -92,10 +94,9 @@ class ScenarioRuns:
         self._processes: dict[str, subprocess.Popen] = {}
         self._stopping = threading.Event()
         self._weighted: set[str] = set()
-        self._weights = threading.Thread(target=self._keep_containers_light, daemon=True)
-        self._weights.start()
         self._pool = ThreadPoolExecutor(max_workers=AT_ONCE)
         self.futures: dict[str, Future] = {name: self._pool.submit(self._run, name) for name in names}
+        threading.Thread(target=self._keep_containers_light, daemon=True).start()
 
     def log(self, name: str) -> Path:
         return LOG_DIR / f"{name}.log"
@@ -130,8 +131,9 @@ class ScenarioRuns:
         """Give every container the runs start a small CPU weight, as soon as it appears.
 
         Their work arrives by docker exec and SSH, outside the niced process
-        tree, so niceness alone would leave it at full priority."""
-        while not self._stopping.wait(WEIGHT_POLL_S):
+        tree, so niceness alone would leave it at full priority. Stops once
+        every run has ended."""
+        while not self._stopping.wait(WEIGHT_POLL_S) and not all(run.done() for run in self.futures.values()):
             listed = subprocess.run(
                 ["docker", "ps", "--no-trunc", "--format", '{{.ID}} {{.Label "owner"}} {{.Label "deepops.virtual"}}'],
                 capture_output=True, text=True,
