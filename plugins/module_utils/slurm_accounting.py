@@ -6,7 +6,8 @@ The logic of the ``slurm_accounting`` module, with no Ansible imports, so unit
 tests drive it against recorded ``sacctmgr`` output; it ships to hosts as
 module_utils and must run on the hosts' Python (3.8 and later).
 
-State read (three ``sacctmgr --noheader --parsable2`` calls, fields separated by ``|``)
+State read (three ``sacctmgr --noheader --parsable2`` calls at once, fields separated by ``|``;
+each spends about a third of a second waiting on slurmdbd and almost no CPU)
     ``show qos format=name,priority,preempt,preemptmode``;
     ``show association where cluster=C format=account,user,partition,parentname,share,qos,defaultqos``:
     one row per association; an account's own has no user, a user's names
@@ -32,6 +33,7 @@ What is changed
 
 from __future__ import annotations
 
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
 
 ROOT = "root"
@@ -486,9 +488,11 @@ def apply(run: Callable[[List[str]], Tuple[int, str, str]], sacctmgr: str, clust
     ``undeclared`` and ``warnings``.
     """
     def read() -> Dict[str, Any]:
+        commands = read_commands(cluster)
+        with ThreadPoolExecutor(max_workers=len(commands)) as pool:
+            results = list(pool.map(lambda argv: run([sacctmgr] + argv), commands))
         outputs = []
-        for argv in read_commands(cluster):
-            rc, out, err = run([sacctmgr] + argv)
+        for argv, (rc, out, err) in zip(commands, results):
             if rc != 0:
                 raise AccountingError(f"sacctmgr {' '.join(argv)} failed (rc={rc}): {(err or out).strip()}", applied=done)
             outputs.append(out)
