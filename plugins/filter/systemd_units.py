@@ -1,8 +1,9 @@
 """Jinja filter over the state of the loaded systemd services, read once per
 host at the start of a deploy (playbooks/components/common.yml registers
-``deepops_systemd_units`` from ``systemctl show --property=... '*.service'``).
+``deepops_host_reads``, a deepops.cluster.host_reads result whose command
+``systemd_units`` is ``systemctl show --property=... '*.service'``).
 
-- ``deepops_systemd_units | default({}) | deepops.cluster.unit_running_enabled('slurmd')``
+- ``deepops_host_reads | default({}) | deepops.cluster.unit_running_enabled('slurmd')``
   -> true when the unit was enabled and running then, so an "enabled,
   started" task has nothing to do and can skip its module call (about a
   second a host on a small machine). Without the read (a role run on its own,
@@ -35,11 +36,14 @@ def parse_systemctl_show(text: str) -> dict[str, dict[str, str]]:
 
 def unit_running_enabled(registered: Any, unit: Any) -> bool:
     if not isinstance(registered, Mapping):
-        raise AnsibleFilterError("unit_running_enabled expects the registered result of systemctl show")
+        raise AnsibleFilterError("unit_running_enabled expects the registered result of the deploy's host_reads")
     if not isinstance(unit, str) or not unit:
         raise AnsibleFilterError(f"unit_running_enabled expects a unit name, got {unit!r}")
-    stdout = registered.get("stdout")
-    if registered.get("rc", 0) != 0 or not isinstance(stdout, str):
+    read = (registered.get("commands") or {}).get("systemd_units")
+    if not isinstance(read, Mapping):
+        return False
+    stdout = read.get("stdout")
+    if read.get("rc", 0) != 0 or not isinstance(stdout, str):
         return False
     name = unit if "." in unit else f"{unit}.service"
     state = parse_systemctl_show(stdout).get(name, {})

@@ -133,9 +133,12 @@ def test_roles_list_members_through_the_shared_groups_only():
     }
     for path, line in wanted.items():
         assert line in (REPO / path).read_text(), path
-    for path in ("roles/prometheus/vars/main.yml", "roles/common/tasks/hosts.yml", "roles/common/vars/main.yml"):
+    for path in ("roles/prometheus/vars/main.yml", "roles/common/vars/main.yml"):
         text = (REPO / path).read_text()
         assert "groups['deepops_members']" in text and "groups['all']" not in text, path
+    # The /etc/hosts block is rendered from common's vars (_common_hosts_block).
+    hosts_task = (REPO / "roles/common/tasks/hosts.yml").read_text()
+    assert "block: \"{{ _common_hosts_block }}\"" in hosts_task and "groups['all']" not in hosts_task
 
 
 # --------------------------------------------------------------------------

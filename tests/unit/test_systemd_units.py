@@ -1,5 +1,6 @@
 """deepops.cluster.unit_running_enabled: the skip of "enabled, started" tasks
-reads the registered `systemctl show` and errs towards running the task."""
+reads the registered `systemctl show` (a command of the deploy's host_reads)
+and errs towards running the task."""
 
 from __future__ import annotations
 
@@ -8,13 +9,13 @@ from ansible.errors import AnsibleFilterError
 from ansible_collections.deepops.cluster.plugins.filter.systemd_units import unit_running_enabled
 
 
-def shown(**units: tuple[str, str, str]) -> dict:
-    """A registered result of systemctl show for units given as (active, sub, unit file state)."""
+def shown(rc: int = 0, **units: tuple[str, str, str]) -> dict:
+    """The registered host_reads whose systemctl show lists units given as (active, sub, unit file state)."""
     blocks = [
         f"Id={name}\nActiveState={active}\nSubState={sub}\nUnitFileState={file_state}"
         for name, (active, sub, file_state) in units.items()
     ]
-    return {"rc": 0, "stdout": "\n\n".join(blocks)}
+    return {"changed": False, "commands": {"systemd_units": {"rc": rc, "stdout": "\n\n".join(blocks)}}, "files": {}}
 
 
 RUNNING = ("active", "running", "enabled")
@@ -43,7 +44,7 @@ def test_any_other_state_runs_the_task(state):
 
 def test_unknown_unit_failed_read_or_no_read_runs_the_task():
     assert unit_running_enabled(shown(**{"munge.service": RUNNING}), "slurmd") is False
-    assert unit_running_enabled({**shown(**{"slurmd.service": RUNNING}), "rc": 1}, "slurmd") is False
+    assert unit_running_enabled(shown(rc=1, **{"slurmd.service": RUNNING}), "slurmd") is False
     assert unit_running_enabled({}, "slurmd") is False
     assert unit_running_enabled({"skipped": True}, "slurmd") is False
 
@@ -63,6 +64,7 @@ def test_the_deploy_reads_what_the_filter_parses():
     from ansible_collections.deepops.cluster.plugins.filter.systemd_units import PROPERTIES
 
     play = yaml.safe_load((Path(__file__).resolve().parents[2] / "playbooks/components/common.yml").read_text())[0]
-    [read] = [task for task in play["pre_tasks"] if task.get("register") == "deepops_systemd_units"]
-    assert read["ansible.builtin.command"]["argv"] == ["systemctl", "show", "--property=" + ",".join(PROPERTIES), "*.service"]
-    assert read["tags"] == ["always"] and read["check_mode"] is False
+    [read] = [task for task in play["pre_tasks"] if task.get("register") == "deepops_host_reads"]
+    [units] = [command for command in read["deepops.cluster.host_reads"]["commands"] if command["name"] == "systemd_units"]
+    assert units["argv"] == ["systemctl", "show", "--property=" + ",".join(PROPERTIES), "*.service"]
+    assert read["tags"] == ["always"]
