@@ -145,6 +145,50 @@ def homes_written_here(entries: Sequence[Mapping[str, Any]], base: str, mounts: 
             if shared_mounts.writes_path(mounts, home_of(entry, base), play_hosts, hostname)]
 
 
+def home_paths(entries: Sequence[Mapping[str, Any]], base: str = "/home") -> dict[str, str]:
+    """{name: home}: the homes the preflight looks for (host_reads paths)."""
+    return {str(entry.get("name")): home_of(entry, base) for entry in entries}
+
+
+def unsettled(entries: Sequence[Mapping[str, Any]], passwd: str | None, group: str | None, base: str,
+              default_shell: str, homes_here: Sequence[str], homes_found: Mapping[str, Any] | None) -> dict[str, list[str]]:
+    """The names whose primary group (``groups``) or user (``users``) the role's group and
+    user modules would change, from the node's ``getent`` output and, for the users whose
+    home this host creates, whether the home exists (host_reads ``paths`` by name).
+
+    As ansible.builtin.group and ansible.builtin.user decide: a group is settled with
+    its name and gid; a user with its uid, the primary group's gid, home, shell, exactly
+    its supplementary groups (they run with ``append: false``) and, where this host
+    creates the home, the home there. Any doubt (no read, a missing field) is unsettled,
+    so the task runs as before.
+    """
+    names = [str(entry.get("name")) for entry in entries]
+    if passwd is None or group is None:
+        return {"groups": names, "users": names}
+    users = {fields[0]: fields for fields in _table(passwd) if len(fields) >= 7}
+    groups = {fields[0]: fields for fields in _table(group) if len(fields) >= 4}
+    members: dict[str, set[str]] = {}
+    for name, fields in groups.items():
+        for member in fields[3].split(","):
+            members.setdefault(member, set()).add(name)
+    found = homes_found or {}
+    unsettled_groups, unsettled_users = [], []
+    for entry in entries:
+        name, gid = str(entry.get("name")), str(gid_of(entry))
+        group_fields = groups.get(name)
+        if group_fields is None or group_fields[2] != gid:
+            unsettled_groups.append(name)
+        user = users.get(name)
+        primary = {group_name for group_name, fields in groups.items() if fields[2] == gid}
+        home_missing = name in homes_here and not (found.get(name) or {}).get("exists", False)
+        if (user is None or user[2] != str(entry.get("uid")) or user[3] != gid or user[5] != home_of(entry, base)
+                or user[6] != str(entry.get("shell") or default_shell)
+                or members.get(name, set()) - primary != {str(g) for g in entry.get("groups") or []}
+                or home_missing or name in unsettled_groups):
+            unsettled_users.append(name)
+    return {"groups": unsettled_groups, "users": unsettled_users}
+
+
 def key_files(entries: Sequence[Mapping[str, Any]], base: str = "/home", existing: Sequence[str] | None = None) -> list[dict]:
     """deepops.cluster.managed_files entries: ~/.ssh and ~/.ssh/authorized_keys of each user with keys.
 
