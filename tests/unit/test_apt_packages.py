@@ -22,8 +22,35 @@ def _imports_of_apt_packages(path: Path) -> list[dict]:
 @pytest.mark.parametrize(("role", "tasks_file"), sorted(CALLERS.items()))
 def test_callers_import_the_role_with_their_packages(role, tasks_file):
     [task] = _imports_of_apt_packages(REPO / "roles" / role / tasks_file)
-    assert set(task["vars"]) <= {"apt_packages_names", "apt_packages_cache_valid_time", "apt_packages_label"}
     assert f"_{role}_packages" in task["vars"]["apt_packages_names"]
+
+
+def _every_import() -> list[tuple[str, dict]]:
+    return [(str(path.relative_to(REPO)), task)
+            for path in sorted((REPO / "roles").glob("*/tasks/*.yml"))
+            for task in _imports_of_apt_packages(path)]
+
+
+def test_every_import_passes_options_of_the_role_spec():
+    """The imports skip Ansible's per-import argument check (a task each time,
+    rolespec_validate: false), so this test checks what it would: only the
+    spec's options, a package list, a label, literal values of the right type."""
+    options = yaml.safe_load((REPO / "roles" / "apt_packages" / "meta" / "argument_specs.yml").read_text())[
+        "argument_specs"]["main"]["options"]
+    types = {"list": list, "int": int, "bool": bool, "str": str}
+    imports = _every_import()
+    assert len(imports) >= 6
+    for where, task in imports:
+        assert task["ansible.builtin.import_role"].get("rolespec_validate") is False, where
+        variables = task["vars"]
+        assert set(variables) <= set(options), where
+        assert {"apt_packages_names", "apt_packages_label"} <= set(variables), where
+        for name, value in variables.items():
+            if isinstance(value, str) and "{{" in value:
+                continue  # the caller's own variable, rendered at run time
+            assert isinstance(value, types[options[name]["type"]]), (where, name, value)
+            if options[name]["type"] == "list":
+                assert all(isinstance(item, str) for item in value), (where, name)
 
 
 def test_the_idiom_is_written_once():
