@@ -50,7 +50,7 @@ def test_dcgm_exporter_installs_its_scripts_where_slurm_looks():
 def test_slurm_creates_the_directories_on_compute_nodes():
     tasks = _yaml("slurm/tasks/compute.yml")
     configure = next(task for task in tasks if task.get("name") == "Slurm | Configure slurmd")
-    [files_task] = [task for task in configure["block"] if task.get("name") == "Slurm | Directories and drop-in scripts of slurmd"]
+    [files_task] = [task for task in configure["block"] if task.get("name", "").startswith("Slurm | Directories, drop-in scripts and configuration of slurmd")]
     entries = files_task["deepops.cluster.managed_files"]["files"]
     paths = [entry["path"] for entry in entries]
     for directory in ("{{ _slurm_prolog_dir }}", "{{ _slurm_epilog_dir }}"):
