@@ -44,8 +44,8 @@ def cluster_users_host_problems(hosts: Any) -> list[str]:
 
 
 def _read_output(variables: Mapping, command: str) -> str:
-    """A command's output from the preflight's host_reads result (registered as __cluster_users_reads)."""
-    reads = variables.get("__cluster_users_reads") or {}
+    """A command's output from the common play's first host_reads result (deepops_host_reads)."""
+    reads = variables.get("deepops_host_reads") or {}
     return str(((reads.get("commands") or {}).get(command) or {}).get("stdout", ""))
 
 
