@@ -23,6 +23,7 @@ from ansible.errors import AnsibleError, AnsibleFileNotFound
 from ansible.module_utils.common.text.converters import to_text
 from ansible.plugins.action import ActionBase
 from ansible.template import generate_ansible_template_vars, trust_as_template
+from ansible_collections.deepops.cluster.plugins.plugin_utils import managed_state, run_changes
 from ansible_collections.deepops.cluster.plugins.plugin_utils.suggest import did_you_mean
 from jinja2.defaults import (
     BLOCK_END_STRING,
@@ -231,12 +232,31 @@ class ActionModule(ActionBase):
         if not module_args["files"]:
             result.update(changed=False, results=[], changed_paths=[])
             return result
-        try:
-            result.update(self._execute_module(module_name=MODULE, module_args=module_args, task_vars=task_vars))
-        finally:
-            self._remove_tmp_path(self._connection._shell.tmpdir)
+        if self._in_place_since_first_read(module_args, task_vars):
+            # The module would have found every entry as it is: no module run (plugin_utils/managed_state.py).
+            result.update(changed=False, changed_paths=[], in_place_at_first_read=True,
+                          results=[{"path": entry["path"], "state": entry["state"], "changed": False}
+                                   for entry in module_args["files"]])
+        else:
+            try:
+                result.update(self._execute_module(module_name=MODULE, module_args=module_args, task_vars=task_vars))
+            finally:
+                self._remove_tmp_path(self._connection._shell.tmpdir)
+            if not result.get("failed") and not self._task.delegate_to:
+                managed_state.remember(task_vars.get("inventory_file"), str(task_vars.get("inventory_hostname")),
+                                       [entry["path"] for entry in module_args["files"]])
         result["invocation"] = {"module_args": hide_contents(module_args)}
         return result
+
+    def _in_place_since_first_read(self, module_args: dict[str, Any], task_vars: dict[str, Any]) -> bool:
+        """Every entry in place as the run's first read found it, with nothing changed since.
+
+        Not for a delegated task (the read is of the inventory host, not of the
+        one the files are on)."""
+        if self._task.delegate_to or not run_changes.unchanged_so_far():
+            return False
+        states = (task_vars.get("deepops_host_reads") or {}).get("file_states")
+        return isinstance(states, dict) and managed_state.all_in_place(module_args, states, run_changes.run_key())
 
     def _add_content(self, entry: dict[str, Any], task_vars: dict[str, Any], problems: list[str]) -> None:
         """Fill in a template's or src file's content; a problem names the entry's path."""

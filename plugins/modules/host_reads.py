@@ -58,6 +58,23 @@ options:
       - Paths to look for, by name (symlinks followed).
     type: dict
     default: {}
+  file_states:
+    description:
+      - Paths whose state to report as M(deepops.cluster.managed_files) compares it, by path -
+        whether it exists, whether it is a link and to what, and, following links, its kind,
+        mode, owner and group and a file's HMAC-SHA256 under O(file_states_key).
+      - The collection's deploy reads here, once per host and run, the paths managed_files
+        wrote on that host in earlier runs; managed_files then skips its module run where
+        every entry is in place and nothing in the run has changed since this read.
+    type: list
+    elements: str
+    default: []
+  file_states_key:
+    description:
+      - The key of the files' digests, required with O(file_states). The digests show in the
+        result; keyed, they tell nothing about a file that holds a password to anyone without
+        the key (the deploy makes one per run and keeps it in memory).
+    type: str
 extends_documentation_fragment:
   - ansible.builtin.action_common_attributes
 attributes:
@@ -108,10 +125,26 @@ paths:
   returned: always
   type: dict
   sample: {"zone": {"exists": true, "isdir": false}}
+file_states:
+  description:
+    - For each path of O(file_states), by path - C(exists) and C(link) (with C(target)); where it
+      resolves, C(kind) (C(file), C(directory) or C(other)), C(mode) (four octal digits), C(uid),
+      C(gid), C(owner) and C(group) (names, null where unknown) and, for a file, C(hmac) (HMAC-SHA256
+      of its content under O(file_states_key), hex).
+      C(error) where the path could not be read.
+  returned: always
+  type: dict
+  sample: {"/etc/timezone": {"exists": true, "link": false, "kind": "file", "mode": "0644", "uid": 0,
+           "gid": 0, "owner": "root", "group": "root", "hmac": "9f86d0..."}}
 """
 
 # Ansible modules import after their documentation strings.
+import grp
+import hashlib
+import hmac
 import os
+import pwd
+import stat
 
 from ansible.module_utils.basic import AnsibleModule
 
@@ -149,6 +182,45 @@ def look(path: str) -> dict:
     return {"exists": os.path.exists(path), "isdir": os.path.isdir(path)}
 
 
+def _name_of(lookup, number: int) -> str | None:
+    try:
+        return lookup(number)[0]
+    except KeyError:
+        return None
+
+
+def file_state(path: str, key: bytes) -> dict:
+    """What managed_files compares for one path; links are followed as it follows them."""
+    try:
+        status = os.lstat(path)
+    except FileNotFoundError:
+        return {"exists": False}
+    except OSError as error:
+        return {"exists": True, "error": str(error)}
+    state: dict = {"exists": True, "link": stat.S_ISLNK(status.st_mode)}
+    try:
+        if state["link"]:
+            state["target"] = os.readlink(path)
+            status = os.stat(path)
+    except FileNotFoundError:
+        return state  # a link to nothing
+    except OSError as error:
+        return {**state, "error": str(error)}
+    kind = "file" if stat.S_ISREG(status.st_mode) else "directory" if stat.S_ISDIR(status.st_mode) else "other"
+    state.update(kind=kind, mode=f"{stat.S_IMODE(status.st_mode):04o}", uid=status.st_uid, gid=status.st_gid,
+                 owner=_name_of(pwd.getpwuid, status.st_uid), group=_name_of(grp.getgrgid, status.st_gid))
+    if kind == "file":
+        digest = hmac.new(key, digestmod=hashlib.sha256)
+        try:
+            with open(path, "rb") as stream:
+                for block in iter(lambda: stream.read(1 << 20), b""):
+                    digest.update(block)
+        except OSError as error:
+            return {**state, "error": str(error)}
+        state["hmac"] = digest.hexdigest()
+    return state
+
+
 COMMAND_OPTIONS = {
     "name": {"type": "str", "required": True},
     "argv": {"type": "list", "elements": "str", "required": True},
@@ -163,6 +235,8 @@ def main() -> None:
             "commands": {"type": "list", "elements": "dict", "default": [], "options": COMMAND_OPTIONS},
             "files": {"type": "dict", "default": {}},
             "paths": {"type": "dict", "default": {}},
+            "file_states": {"type": "list", "elements": "str", "default": []},
+            "file_states_key": {"type": "str", "no_log": True},
         },
         supports_check_mode=True,
     )
@@ -172,7 +246,9 @@ def main() -> None:
     commands = {spec["name"]: run(module, spec["name"], spec) for spec in module.params["commands"]}
     files = {name: read(module, name, path) for name, path in module.params["files"].items()}
     paths = {name: look(path) for name, path in module.params["paths"].items()}
-    module.exit_json(changed=False, commands=commands, files=files, paths=paths)
+    key = (module.params["file_states_key"] or "").encode()
+    file_states = {path: file_state(path, key) for path in module.params["file_states"]}
+    module.exit_json(changed=False, commands=commands, files=files, paths=paths, file_states=file_states)
 
 
 def _problems(params: dict) -> list[str]:
@@ -184,6 +260,9 @@ def _problems(params: dict) -> list[str]:
     for option in ("files", "paths"):
         problems += [f"{option}.{name} must be an absolute path, got {path!r}"
                      for name, path in params[option].items() if not isinstance(path, str) or not os.path.isabs(path)]
+    problems += [f"file_states: {path!r} is not an absolute path" for path in params["file_states"] if not os.path.isabs(path)]
+    if params["file_states"] and not params["file_states_key"]:
+        problems.append("file_states needs file_states_key")
     return problems
 
 

@@ -13,9 +13,11 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[2]
 
 
-def run_local_playbook(playbook: Path) -> list[dict]:
-    """Runs PLAYBOOK against localhost; every task's json record, in order. Fails on a non-zero exit."""
-    env = {**os.environ, "ANSIBLE_CONFIG": str(REPO / "ansible.cfg"), "ANSIBLE_STDOUT_CALLBACK": "ansible.builtin.json"}
+def run_local_playbook(playbook: Path, env: dict[str, str] | None = None) -> list[dict]:
+    """Runs PLAYBOOK against localhost; every task's json record, in order. Fails on a non-zero exit.
+    ENV adds to (or overrides) the environment."""
+    env = {**os.environ, "ANSIBLE_CONFIG": str(REPO / "ansible.cfg"), "ANSIBLE_STDOUT_CALLBACK": "ansible.builtin.json",
+           **(env or {})}
     proc = subprocess.run(
         [str(Path(sys.executable).parent / "ansible-playbook"), "-i", "localhost,", str(playbook),
          "-e", f"ansible_python_interpreter={sys.executable}"],

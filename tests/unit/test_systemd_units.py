@@ -65,6 +65,9 @@ def test_the_deploy_reads_what_the_filter_parses():
 
     play = yaml.safe_load((Path(__file__).resolve().parents[2] / "playbooks/components/common.yml").read_text())[0]
     [read] = [task for task in play["pre_tasks"] if task.get("register") == "deepops_host_reads"]
-    [units] = [command for command in read["deepops.cluster.host_reads"]["commands"] if command["name"] == "systemd_units"]
+    # The command list joins other roles' reads (a template); the units' read is the task's own variable.
+    units = read["vars"]["_common_systemd_units_read"]
+    assert "[_common_systemd_units_read]" in read["deepops.cluster.host_reads"]["commands"]
+    assert units["name"] == "systemd_units"
     assert units["argv"] == ["systemctl", "show", "--property=" + ",".join(PROPERTIES), "*.service"]
     assert read["tags"] == ["always"]
