@@ -58,7 +58,7 @@ def test_the_idiom_is_written_once():
     holders = sorted(
         path.relative_to(REPO).parts[1]
         for path in (REPO / "roles").glob("*/**/*.yml")
-        if "dpkg-query" in path.read_text() and "python3-apt" in path.read_text()
+        if any(query in path.read_text() for query in ("dpkg-query", "dpkg_query_argv")) and "python3-apt" in path.read_text()
     )
     assert set(holders) == {"apt_packages"}
 
