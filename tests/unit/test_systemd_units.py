@@ -67,7 +67,7 @@ def test_the_deploy_reads_what_the_filter_parses():
     [read] = [task for task in play["pre_tasks"] if task.get("register") == "deepops_host_reads"]
     # The command list joins other roles' reads (a template); the units' read is the task's own variable.
     units = read["vars"]["_common_systemd_units_read"]
-    assert "[_common_systemd_units_read]" in read["deepops.cluster.host_reads"]["commands"]
+    assert "[_common_systemd_units_read," in read["deepops.cluster.host_reads"]["commands"]
     assert units["name"] == "systemd_units"
     assert units["argv"] == ["systemctl", "show", "--property=" + ",".join(PROPERTIES), "*.service"]
     assert read["tags"] == ["always"]
