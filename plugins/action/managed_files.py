@@ -9,6 +9,9 @@ and sends everything to the host in one call of the module
 
 Nothing is sent when an argument is wrong: the task fails with every problem,
 each naming its entry's path.
+
+Nothing is sent either where every entry is as the run's first read found it
+and nothing in the run has changed since (plugins/plugin_utils/managed_state.py).
 """
 
 from __future__ import annotations

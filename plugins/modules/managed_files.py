@@ -27,6 +27,12 @@ description:
   - Entries are applied in list order, so list a directory before the files in it. When an
     entry fails, the task fails with the entry's path; entries before it stay applied and
     are reported in RV(results) and RV(changed_paths).
+  - In a deploy, the action plugin makes no module call where every entry is as the run's
+    first read found it on the host (M(deepops.cluster.host_reads) option C(file_states), by
+    the same comparisons as the module's) and no task of the run has changed anything since
+    (the callback deepops.cluster.run_changes, which must be enabled). It remembers on the
+    controller the paths it wrote on each host, for the next run's read (lookup
+    deepops.cluster.managed_paths). A delegated task always makes its module call.
 version_added: "0.1.0"
 author:
   - deepops developers (@deepops)
@@ -223,6 +229,11 @@ changed_paths:
   type: list
   elements: str
   sample: ["/etc/default/slurmd"]
+in_place_at_first_read:
+  description: Every entry was as the run's first read found it, and no module call was made.
+  returned: when no module call was made
+  type: bool
+  sample: true
 """
 
 # Ansible modules import after their documentation strings.
