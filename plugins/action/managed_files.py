@@ -54,7 +54,6 @@ TEMPLATE_OVERRIDES = {
     "lstrip_blocks": False,
     "newline_sequence": "\n",
 }
-OCTAL_MODE = re.compile(r"0?[0-7]{3,4}")
 SYMBOLIC_MODE = re.compile(r"[ugoa]*(?:[-+=][rwxXstugo]*)+(?:,[ugoa]*(?:[-+=][rwxXstugo]*)+)*")
 HIDDEN = "VALUE_SPECIFIED_IN_NO_LOG_PARAMETER"
 
@@ -80,7 +79,7 @@ def _mode_problem(value: Any, key: str) -> str | None:
     if isinstance(value, int):
         return (f"{key} must be a quoted string such as \"0644\", got the integer {value}"
                 f" (YAML reads an unquoted 0644 as the number 420; quote the mode)")
-    if not (OCTAL_MODE.fullmatch(value) or SYMBOLIC_MODE.fullmatch(value)):
+    if not (managed_state.OCTAL_MODE.fullmatch(value) or SYMBOLIC_MODE.fullmatch(value)):
         return f"{key} {value!r} is neither an octal mode such as \"0644\" nor a symbolic one such as \"u=rw,g=r,o=r\""
     return None
 

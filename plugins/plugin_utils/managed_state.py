@@ -30,7 +30,8 @@ DEFAULT_CACHE_DIR = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cac
 MAX_PATHS = 4096
 # The module's default for directories (plugins/modules/managed_files.py).
 DEFAULT_DIR_MODE = "0755"
-_OCTAL = re.compile(r"0?[0-7]{3,4}")
+# An octal mode as managed_files takes it (the action plugin checks arguments with it too).
+OCTAL_MODE = re.compile(r"0?[0-7]{3,4}")
 
 
 def cache_file(inventory_file: str | None, host: str, cache_dir: Path = DEFAULT_CACHE_DIR) -> Path:
@@ -52,7 +53,8 @@ def known(inventory_file: str | None, host: str, cache_dir: Path = DEFAULT_CACHE
 def remember(inventory_file: str | None, host: str, paths: Iterable[str], cache_dir: Path = DEFAULT_CACHE_DIR) -> None:
     """Add PATHS to HOST's list; best effort (a cache that cannot be written only costs the saving)."""
     have = known(inventory_file, host, cache_dir)
-    new = [path for path in dict.fromkeys(paths) if path not in set(have)]
+    seen = set(have)
+    new = [path for path in dict.fromkeys(paths) if path not in seen]
     if not new:
         return
     merged = have + new if len(have) + len(new) <= MAX_PATHS else new
@@ -71,7 +73,7 @@ def _mode_matches(wanted: str | None, found: Any) -> bool:
     if wanted is None:
         return True
     # A symbolic mode depends on the mode it changes: left to the module.
-    return bool(_OCTAL.fullmatch(wanted)) and isinstance(found, str) and int(wanted, 8) == int(found, 8)
+    return bool(OCTAL_MODE.fullmatch(wanted)) and isinstance(found, str) and int(wanted, 8) == int(found, 8)
 
 
 def _id_matches(wanted: str | None, name: Any, number: Any) -> bool:
