@@ -7,6 +7,9 @@ Measures, through the real CLI, as a user would run it:
   - a no-op re-run of the same deploy, with seconds, tasks and host results
     per role and its slowest tasks (from the run's recorded job events),
   - deepops plan on the converged cluster,
+    both --repeat times (default 3), taking turns: each reports its median run
+    and every run's seconds, since single runs on a small machine swing by
+    a second or more,
   - adding a node (virtual up --compute N+1, then deepops node add of it),
 and, in-process, rendering slurm.conf and gres.conf for 10,000 nodes with the
 slurm role's templates and filters.
@@ -14,7 +17,7 @@ slurm role's templates and filters.
 The cluster gets its own name and state directory and is removed at the end
 (--keep leaves it). The apt cache is kept between runs in --cache-dir, so
 "fresh" means fresh hosts with a warm package cache unless --cold is given.
-Usage: .venv/bin/python bench/deploy.py [--compute N] [--keep] [--cold] [--skip-cluster]
+Usage: .venv/bin/python bench/deploy.py [--compute N] [--repeat N] [--keep] [--cold] [--skip-cluster]
 """
 
 from __future__ import annotations
@@ -167,7 +170,7 @@ def slowest_tasks(tasks: list[dict] | None, count: int = 15) -> list[dict] | Non
     return [{**task, "seconds": round(task["seconds"], 2)} for task in ordered]
 
 
-def cluster_benchmarks(compute: int, keep: bool, cold: bool, cache_dir: Path) -> dict:
+def cluster_benchmarks(compute: int, keep: bool, cold: bool, cache_dir: Path, repeat: int = 3) -> dict:
     state = Path(tempfile.mkdtemp(prefix="deepops-bench-"))
     if not cold:
         # Reuse the package cache across benchmark runs: it is what a user's
@@ -185,13 +188,18 @@ def cluster_benchmarks(compute: int, keep: bool, cold: bool, cache_dir: Path) ->
         if up.rc:
             results["error"] = "virtual up failed"
             return results
-        for key in ("fresh_deploy", "noop_rerun"):
-            run = _deepops(env, "deploy", "--json")
-            results[key] = run.summary()
-        tasks = _task_times(state, run.data)
+        results["fresh_deploy"] = _deepops(env, "deploy", "--json").summary()
+        noops: list[Run] = []
+        plans: list[Run] = []
+        for _turn in range(repeat):
+            noops.append(_deepops(env, "deploy", "--json"))
+            plans.append(_deepops(env, "plan", "--json"))
+        noop = median_run(noops)
+        results["noop_rerun"] = {**noop.summary(), "runs_s": [round(run.seconds, 1) for run in noops]}
+        tasks = _task_times(state, noop.data)
         results["noop_rerun"]["by_role"] = role_breakdown(tasks)
         results["noop_rerun"]["slowest_tasks"] = slowest_tasks(tasks)
-        results["plan_converged"] = _deepops(env, "plan", "--json").summary()
+        results["plan_converged"] = {**median_run(plans).summary(), "runs_s": [round(run.seconds, 1) for run in plans]}
         results["virtual_grow_s"] = round(_deepops(env, "virtual", "up", "--compute", str(compute + 1)).seconds, 1)
         new_node = f"gpu{compute + 1:02d}"
         results["add_node"] = {"node": new_node, **_deepops(env, "node", "add", new_node, "--json").summary()}
@@ -200,6 +208,12 @@ def cluster_benchmarks(compute: int, keep: bool, cold: bool, cache_dir: Path) ->
             _deepops(env, "virtual", "down")
             shutil.rmtree(state, ignore_errors=True)
     return results
+
+
+def median_run(runs: list[Run]) -> Run:
+    """The run with the median wall time (the lower middle one of an even count)."""
+    ordered = sorted(runs, key=lambda run: run.seconds)
+    return ordered[(len(ordered) - 1) // 2]
 
 
 def render_benchmark(nodes: int = 10_000) -> dict:
@@ -224,6 +238,7 @@ def render_benchmark(nodes: int = 10_000) -> dict:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--compute", type=int, default=2, help="compute nodes of the benchmark cluster (default 2)")
+    parser.add_argument("--repeat", type=int, default=3, help="no-op deploys and plans, taking turns (default 3)")
     parser.add_argument("--keep", action="store_true", help="leave the benchmark cluster running")
     parser.add_argument("--cold", action="store_true", help="start with an empty apt cache")
     parser.add_argument("--skip-cluster", action="store_true", help="only the in-process render benchmark")
@@ -235,7 +250,9 @@ def main() -> None:
         "render_10000_nodes": render_benchmark(),
     }
     if not args.skip_cluster:
-        report["virtual_cluster"] = cluster_benchmarks(args.compute, args.keep, args.cold, args.cache_dir)
+        if args.repeat < 1:
+            parser.error("--repeat must be at least 1")
+        report["virtual_cluster"] = cluster_benchmarks(args.compute, args.keep, args.cold, args.cache_dir, args.repeat)
     print(json.dumps(report, indent=2))
 
 
