@@ -116,8 +116,36 @@ def _known_variables(roles_dir: Path) -> dict[str, VarSpec]:
 def load_role_specs(roles_dir: Path) -> dict[str, dict[str, VarSpec]]:
     """role name -> its variables, merged over all entry points (main first)."""
     result: dict[str, dict[str, VarSpec]] = {}
+    for role_name, _entry_name, options in _entry_points(roles_dir):
+        variables = result.setdefault(role_name, {})
+        for name, option in _parse_options(options, role_name).items():
+            variables.setdefault(name, option)
+    return result
+
+
+def option_specs(roles_dir: Path | None = None) -> dict[str, tuple[dict[str, Any], ...]]:
+    """variable -> its option specs as the roles' entry points declare them, in
+    Ansible's own format (what ArgumentSpecValidator takes), each distinct one once."""
+    return _option_specs(Path(roles_dir) if roles_dir is not None else default_roles_dir())
+
+
+@cache
+def _option_specs(roles_dir: Path) -> dict[str, tuple[dict[str, Any], ...]]:
+    found: dict[str, list[dict[str, Any]]] = {}
+    for _role_name, _entry_name, options in _entry_points(roles_dir):
+        for name, option in options.items():
+            declared = found.setdefault(str(name), [])
+            if isinstance(option, dict) and option not in declared:
+                declared.append(option)
+    return {name: tuple(declared) for name, declared in found.items()}
+
+
+def _entry_points(roles_dir: Path) -> list[tuple[str, str, dict[str, Any]]]:
+    """(role, entry point, options) of every role's argument specs, each role's main first:
+    the one reader of meta/argument_specs.yml."""
+    found: list[tuple[str, str, dict[str, Any]]] = []
     if not roles_dir.is_dir():
-        return result
+        return found
     for spec_file in sorted(roles_dir.glob("*/meta/argument_specs.y*ml")):
         role_name = spec_file.parent.parent.name
         try:
@@ -127,13 +155,10 @@ def load_role_specs(roles_dir: Path) -> dict[str, dict[str, VarSpec]]:
         entry_points = document.get("argument_specs") if isinstance(document, dict) else None
         if not isinstance(entry_points, dict):
             continue
-        ordered = sorted(entry_points.items(), key=lambda item: item[0] != "main")
-        variables = result.setdefault(role_name, {})
-        for _entry_name, entry in ordered:
+        for entry_name, entry in sorted(entry_points.items(), key=lambda item: item[0] != "main"):
             options = entry.get("options") if isinstance(entry, dict) else None
-            for name, option in _parse_options(options, role_name).items():
-                variables.setdefault(name, option)
-    return result
+            found.append((role_name, str(entry_name), options if isinstance(options, dict) else {}))
+    return found
 
 
 def _parse_options(options: Any, owner: str) -> dict[str, VarSpec]:

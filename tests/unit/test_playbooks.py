@@ -76,9 +76,13 @@ def test_groups_play_always_runs_and_changes_nothing():
 
 def test_validation_play_runs_first_and_always():
     (play,) = _load(VALIDATION)
-    assert play["hosts"] == "localhost" and play["gather_facts"] is False
+    # localhost:all with run_once: localhost when in the run, else the first host of
+    # a --limit, so no limit skips it; its failure fails every host of the run.
+    assert play["hosts"] == "localhost:all" and play["gather_facts"] is False
     assert "always" in play["tags"]
-    assert [next(iter(k for k in task if k != "name")) for task in play["tasks"]] == ["deepops.cluster.inventory_check"]
+    assert [next(iter(k for k in task if k not in ("name", "run_once"))) for task in play["tasks"]] == [
+        "deepops.cluster.inventory_check"]
+    assert all(task["run_once"] is True for task in play["tasks"])
 
 
 @pytest.mark.parametrize("name", ENTRY_PLAYBOOKS)
