@@ -91,6 +91,29 @@ def test_default_values_have_their_declared_type(role):
     assert wrong == {}, f"{role}: defaults not of their declared type"
 
 
+def _every_option(role: str) -> list[tuple[str, str, dict]]:
+    specs = _load(REPO / "roles" / role / "meta" / "argument_specs.yml").get("argument_specs") or {}
+    return [(entry_name, name, option) for entry_name, entry in specs.items()
+            for name, option in ((entry or {}).get("options") or {}).items()]
+
+
+@pytest.mark.parametrize("role", ROLES)
+def test_default_values_pass_every_entry_points_spec(role):
+    """What Ansible's per-role check did on every run for the roles' own defaults
+    (choices, elements, sub-options too): deepops' playbooks no longer run it, and the
+    run-start check resolves only the values users give."""
+    from ansible.module_utils.common.arg_spec import ArgumentSpecValidator
+
+    defaults = _defaults(role)
+    problems = [
+        f"{entry_name}: {message}"
+        for entry_name, name, option in _every_option(role)
+        if name in defaults and not (isinstance(defaults[name], str) and "{{" in defaults[name])
+        for message in ArgumentSpecValidator({name: option}).validate({name: defaults[name]}).error_messages
+    ]
+    assert problems == [], f"{role}: defaults/main.yml values the argument specs refuse"
+
+
 def _lint_env() -> dict[str, str]:
     env = {**os.environ, "ANSIBLE_CONFIG": str(REPO / "ansible.cfg")}
     env["PATH"] = f"{BIN}{os.pathsep}{env.get('PATH', '')}"
