@@ -193,17 +193,12 @@ def test_plays_import_their_roles_without_the_per_role_check(path):
 
 
 # Roles importing another role (or a part of themselves), run from deepops' playbooks.
-# roles/prometheus is being changed in parallel by another change; its include of
-# monitoring_auth's server entry point still validates (a task on the monitoring host).
-ROLE_IMPORT_EXCEPTIONS = {"roles/prometheus/tasks/configure.yml: Prometheus | TLS and web configuration of the monitoring account"}
-
-
 def test_roles_import_roles_without_the_per_role_check():
     unchecked = [
         where
         for path in sorted((REPO / "roles").glob("*/tasks/*.yml"))
         for where, arguments, _task in _role_imports(path)
-        if arguments.get("rolespec_validate") is not False and where not in ROLE_IMPORT_EXCEPTIONS
+        if arguments.get("rolespec_validate") is not False
     ]
     assert not unchecked, f"role imports without rolespec_validate: false: {unchecked}"
 
