@@ -13,6 +13,10 @@ controller; ``deepops_members`` and ``deepops_slurm_compute`` leave out the
 nodes being removed. The rule lives in
 ``plugins/module_utils/cluster_groups.py``; ``playbooks/groups.yml`` turns the
 result into in-memory groups for every later play.
+
+``groups['deepops_slurm_compute'] | deepops.cluster.nvidia_stack_hosts(hostvars)``
+gives the compute members any role of the NVIDIA stack is switched on for
+(``deepops_nvidia_stack``, where the NVIDIA plays run).
 """
 
 from __future__ import annotations
@@ -20,7 +24,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from ansible.errors import AnsibleFilterError
+from ansible.errors import AnsibleError, AnsibleFilterError
+from ansible.module_utils.parsing.convert_bool import boolean
 from ansible_collections.deepops.cluster.plugins.module_utils import cluster_groups
 
 
@@ -42,6 +47,30 @@ def removed_names(removed: Any) -> list[str]:
     return cluster_groups.removed_names(removed)
 
 
+def nvidia_stack_hosts(computes: Any, hostvars: Any) -> list[str]:
+    """The compute members (a list of names) with any NVIDIA stack role switched on, from their host variables."""
+    if isinstance(computes, (str, bytes)) or not isinstance(computes, Sequence):
+        raise AnsibleFilterError(f"nvidia_stack_hosts expects a list of host names, got {type(computes).__name__}")
+    if not isinstance(hostvars, Mapping):
+        raise AnsibleFilterError(f"nvidia_stack_hosts expects hostvars, got {type(hostvars).__name__}")
+    switches_on = {str(host): _switches(hostvars.get(str(host)) or {}) for host in computes}
+    return cluster_groups.nvidia_stack([str(host) for host in computes], switches_on)
+
+
+def _switches(variables: Mapping[str, Any]) -> dict[str, bool]:
+    """The NVIDIA stack switches given for a host. One that cannot be resolved yet (a
+    template naming facts gathered later) counts as on: its role decides on the host."""
+    found = {}
+    for name in cluster_groups.NVIDIA_STACK_SWITCHES:
+        try:
+            value = variables.get(name)
+        except AnsibleError:
+            continue
+        if value is not None:
+            found[name] = boolean(value, strict=False)
+    return found
+
+
 def cluster_address(host_vars: Any) -> str:
     """A member's address for the others, from its host variables; "" when unknown."""
     if not isinstance(host_vars, Mapping):
@@ -59,4 +88,5 @@ class FilterModule:
 
     def filters(self) -> dict[str, Any]:
         """Map filter names to functions."""
-        return {"resolved_groups": resolved_groups, "removed_names": removed_names, "cluster_address": cluster_address}
+        return {"resolved_groups": resolved_groups, "removed_names": removed_names, "cluster_address": cluster_address,
+                "nvidia_stack_hosts": nvidia_stack_hosts}

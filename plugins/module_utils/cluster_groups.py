@@ -46,6 +46,19 @@ MEMBERS = "deepops_members"
 COMPUTE_MEMBERS = "deepops_slurm_compute"
 # The playbook variable naming the nodes being removed (playbooks/remove_node.yml).
 REMOVED_VAR = "deepops_removed_nodes"
+# The compute members any role of the NVIDIA stack is switched on for: the
+# NVIDIA plays (playbooks/components/nvidia.yml) run on these only, so a site
+# whose drivers are preinstalled (or the virtual cluster) runs none of their
+# tasks. Each switch defaults to on in its role (a unit test checks).
+NVIDIA_STACK = "deepops_nvidia_stack"
+NVIDIA_STACK_SWITCHES = (
+    "nvidia_driver_enabled",
+    "nvidia_fabricmanager_enabled",
+    "cuda_enabled",
+    "nvidia_dcgm_enabled",
+    "gpu_settings_enabled",
+    "nccl_tests_enabled",
+)
 
 
 def _hosts(groups: Mapping[str, Iterable[str]], name: str) -> list[str]:
@@ -98,3 +111,16 @@ def resolved_groups(
     """
     filled = with_defaults(groups)
     return {**{resolved: filled[name] for name, resolved in RESOLVED.items()}, **members(groups, removed)}
+
+
+def nvidia_stack(computes: Iterable[str], switches_on: Mapping[str, Mapping[str, bool]]) -> list[str]:
+    """The compute members with any NVIDIA stack role switched on, in order.
+
+    ``switches_on`` maps a host to its switches' values (True or False) as
+    given for it; a switch not given is on, as in its role's defaults.
+
+    >>> nvidia_stack(["gpu01", "gpu02"], {"gpu01": {name: False for name in NVIDIA_STACK_SWITCHES}})
+    ['gpu02']
+    """
+    return [host for host in dict.fromkeys(computes)
+            if any((switches_on.get(host) or {}).get(name, True) for name in NVIDIA_STACK_SWITCHES)]

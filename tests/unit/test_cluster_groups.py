@@ -429,3 +429,59 @@ def test_cluster_address_is_the_pinned_one_else_the_default_ipv4_else_unknown():
     assert cluster_address({"common_hosts_address": "", **facts}) == "10.0.0.5"
     assert cluster_address({"ansible_facts": {}}) == cluster_address({}) == cluster_address(None) == ""
     assert cluster_address({"ansible_facts": {"default_ipv4": {}}}) == ""
+
+
+# --------------------------------------------------------------------------
+# the NVIDIA stack's hosts
+
+NVIDIA_PLAYS = [play["name"] for play in yaml.safe_load((PLAYBOOKS / "components" / "nvidia.yml").read_text())]
+ALL_OFF = {name: False for name in cluster_groups.NVIDIA_STACK_SWITCHES}
+
+
+def test_the_nvidia_stack_is_the_compute_members_with_any_switch_on():
+    computes = ["gpu01", "gpu02", "gpu03", "gpu04"]
+    given = {"gpu01": ALL_OFF, "gpu02": {**ALL_OFF, "gpu_settings_enabled": True}, "gpu03": {"cuda_enabled": False}}
+    assert cluster_groups.nvidia_stack(computes, given) == ["gpu02", "gpu03", "gpu04"]
+    assert cluster_groups.nvidia_stack([], given) == []
+
+
+def test_each_switch_is_on_in_its_roles_defaults():
+    """nvidia_stack counts a switch not given as on: what each role's defaults say."""
+    for name in cluster_groups.NVIDIA_STACK_SWITCHES:
+        role = name.removesuffix("_enabled")
+        defaults = yaml.safe_load((REPO / "roles" / role / "defaults" / "main.yml").read_text())
+        assert defaults[name] is True, name
+
+
+def test_the_nvidia_stack_filter_reads_each_hosts_switches():
+    from ansible.errors import AnsibleUndefinedVariable
+    from ansible_collections.deepops.cluster.plugins.filter.cluster_groups import nvidia_stack_hosts
+
+    class NotYet(dict):
+        def get(self, key, default=None):
+            raise AnsibleUndefinedVariable("'ansible_facts' is undefined")
+
+    hostvars = {"gpu01": {**ALL_OFF, "cuda_enabled": "no"}, "gpu02": {**ALL_OFF, "cuda_enabled": "yes"},
+                "gpu03": NotYet(), "gpu04": {}}
+    assert nvidia_stack_hosts(["gpu01", "gpu02", "gpu03", "gpu04"], hostvars) == ["gpu02", "gpu03", "gpu04"]
+    for bad in ("gpu01", None):
+        with pytest.raises(Exception, match="nvidia_stack_hosts expects"):
+            nvidia_stack_hosts(bad, hostvars)
+
+
+def test_site_runs_the_nvidia_plays_only_where_the_stack_is_switched_on(run_entry):
+    ran, result = run_entry("site.yml", TWO_CONTROLLERS)
+    assert result.ok, result.error or result.hosts
+    assert all(ran[play] == ["gpu01", "gpu02", "gpu03"] for play in NVIDIA_PLAYS), ran
+    ran, result = run_entry("site.yml", TWO_CONTROLLERS, **ALL_OFF)
+    assert result.ok, result.error or result.hosts
+    assert all(ran[play] == [] for play in NVIDIA_PLAYS), ran
+    assert ran[COMPUTE_PLAY] == ["gpu01", "gpu02", "gpu03"]
+    # No warning about a group that does not exist.
+    assert not any("nvidia" in warning for host in result.hosts.values() for warning in host.warnings)
+
+
+def test_add_node_runs_the_nvidia_plays_on_the_new_node_only(run_entry):
+    ran, result = run_entry("add_node.yml", TWO_CONTROLLERS, deepops_new_nodes=["gpu03"])
+    assert result.ok, result.error or result.hosts
+    assert all(ran[play] == ["gpu03"] for play in NVIDIA_PLAYS), ran

@@ -119,7 +119,9 @@ def preflight_run(tmp_path_factory) -> dict:
     inventory = tmp / "inventory.yml"
     inventory.write_text(yaml.safe_dump({"all": {"children": {"slurm_compute": {"hosts": hosts}}}}))
     playbook = tmp / "preflight.yml"
-    playbook.write_text(yaml.safe_dump([_plays()[0]], sort_keys=False))
+    # After the groups every entry playbook resolves first: the play runs on deepops_nvidia_stack.
+    groups = {"name": "Groups", "ansible.builtin.import_playbook": str(REPO / "playbooks" / "groups.yml")}
+    playbook.write_text(yaml.safe_dump([groups, _plays()[0]], sort_keys=False))
     env = {
         **{key: value for key, value in os.environ.items() if not key.startswith("ANSIBLE_")},
         "PATH": f"{bin_dir}{os.pathsep}{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}",
