@@ -16,7 +16,9 @@ result into in-memory groups for every later play.
 
 ``groups['deepops_slurm_compute'] | deepops.cluster.nvidia_stack_hosts(hostvars)``
 gives the compute members any role of the NVIDIA stack is switched on for
-(``deepops_nvidia_stack``, where the NVIDIA plays run).
+(``deepops_nvidia_stack``, where the NVIDIA plays run);
+``... | deepops.cluster.mig_managed_hosts(hostvars)`` those whose mig_layout
+manages MIG (``deepops_mig_managed``, where the MIG play runs).
 """
 
 from __future__ import annotations
@@ -53,8 +55,29 @@ def nvidia_stack_hosts(computes: Any, hostvars: Any) -> list[str]:
         raise AnsibleFilterError(f"nvidia_stack_hosts expects a list of host names, got {type(computes).__name__}")
     if not isinstance(hostvars, Mapping):
         raise AnsibleFilterError(f"nvidia_stack_hosts expects hostvars, got {type(hostvars).__name__}")
-    switches_on = {str(host): _switches(hostvars.get(str(host)) or {}) for host in computes}
+    switches_on = {str(host): _switches(_host_vars(hostvars, host)) for host in computes}
     return cluster_groups.nvidia_stack([str(host) for host in computes], switches_on)
+
+
+def mig_managed_hosts(computes: Any, hostvars: Any) -> list[str]:
+    """The compute members (a list of names) whose mig_layout manages MIG, from their host variables."""
+    if isinstance(computes, (str, bytes)) or not isinstance(computes, Sequence):
+        raise AnsibleFilterError(f"mig_managed_hosts expects a list of host names, got {type(computes).__name__}")
+    if not isinstance(hostvars, Mapping):
+        raise AnsibleFilterError(f"mig_managed_hosts expects hostvars, got {type(hostvars).__name__}")
+    layouts: dict[str, Any] = {}
+    for host in computes:
+        try:
+            layout = _host_vars(hostvars, host).get("mig_layout", cluster_groups.MIG_UNMANAGED)
+        except AnsibleError:
+            layout = "not known yet"  # a template naming later facts: the mig role decides on the host
+        layouts[str(host)] = layout
+    return cluster_groups.mig_managed([str(host) for host in computes], layouts)
+
+
+def _host_vars(hostvars: Mapping[str, Any], host: Any) -> Mapping[str, Any]:
+    variables = hostvars.get(str(host))
+    return {} if variables is None else variables
 
 
 def _switches(variables: Mapping[str, Any]) -> dict[str, bool]:
@@ -89,4 +112,4 @@ class FilterModule:
     def filters(self) -> dict[str, Any]:
         """Map filter names to functions."""
         return {"resolved_groups": resolved_groups, "removed_names": removed_names, "cluster_address": cluster_address,
-                "nvidia_stack_hosts": nvidia_stack_hosts}
+                "nvidia_stack_hosts": nvidia_stack_hosts, "mig_managed_hosts": mig_managed_hosts}

@@ -59,6 +59,11 @@ NVIDIA_STACK_SWITCHES = (
     "gpu_settings_enabled",
     "nccl_tests_enabled",
 )
+# The compute members whose mig_layout manages MIG (anything but "unmanaged",
+# the mig role's default, or null): the MIG play (playbooks/components/mig.yml)
+# runs on these only.
+MIG_MANAGED = "deepops_mig_managed"
+MIG_UNMANAGED = "unmanaged"
 
 
 def _hosts(groups: Mapping[str, Iterable[str]], name: str) -> list[str]:
@@ -124,3 +129,13 @@ def nvidia_stack(computes: Iterable[str], switches_on: Mapping[str, Mapping[str,
     """
     return [host for host in dict.fromkeys(computes)
             if any((switches_on.get(host) or {}).get(name, True) for name in NVIDIA_STACK_SWITCHES)]
+
+
+def mig_managed(computes: Iterable[str], layouts: Mapping[str, object]) -> list[str]:
+    """The compute members whose layout (as given for each host; not given is
+    unmanaged, the mig role's default) manages MIG, in order.
+
+    >>> mig_managed(["gpu01", "gpu02", "gpu03"], {"gpu01": "all-1g.10gb", "gpu02": "unmanaged", "gpu03": None})
+    ['gpu01']
+    """
+    return [host for host in dict.fromkeys(computes) if layouts.get(host, MIG_UNMANAGED) not in (None, MIG_UNMANAGED)]

@@ -457,9 +457,12 @@ def test_the_nvidia_stack_filter_reads_each_hosts_switches():
     from ansible.errors import AnsibleUndefinedVariable
     from ansible_collections.deepops.cluster.plugins.filter.cluster_groups import nvidia_stack_hosts
 
-    class NotYet(dict):
+    class NotYet(dict):  # a host whose variables name facts gathered later
         def get(self, key, default=None):
             raise AnsibleUndefinedVariable("'ansible_facts' is undefined")
+
+        def __bool__(self):
+            return True
 
     hostvars = {"gpu01": {**ALL_OFF, "cuda_enabled": "no"}, "gpu02": {**ALL_OFF, "cuda_enabled": "yes"},
                 "gpu03": NotYet(), "gpu04": {}}
@@ -485,3 +488,65 @@ def test_add_node_runs_the_nvidia_plays_on_the_new_node_only(run_entry):
     ran, result = run_entry("add_node.yml", TWO_CONTROLLERS, deepops_new_nodes=["gpu03"])
     assert result.ok, result.error or result.hosts
     assert all(ran[play] == ["gpu03"] for play in NVIDIA_PLAYS), ran
+
+
+# --------------------------------------------------------------------------
+# the nodes whose MIG layout deepops manages
+
+MIG_PLAY = "MIG | Layouts of the GPUs, draining the nodes that change"
+
+
+def test_mig_managed_is_the_compute_members_whose_layout_is_not_unmanaged():
+    layouts = {"gpu01": "all-1g.10gb", "gpu02": "unmanaged", "gpu03": None, "gpu05": {"all": "disabled"}}
+    assert cluster_groups.mig_managed(["gpu01", "gpu02", "gpu03", "gpu04", "gpu05"], layouts) == ["gpu01", "gpu05"]
+
+
+def test_unmanaged_is_the_mig_roles_default():
+    defaults = yaml.safe_load((REPO / "roles" / "mig" / "defaults" / "main.yml").read_text())
+    assert defaults["mig_layout"] == cluster_groups.MIG_UNMANAGED
+
+
+def test_the_mig_managed_filter_reads_each_hosts_layout():
+    from ansible.errors import AnsibleUndefinedVariable
+    from ansible_collections.deepops.cluster.plugins.filter.cluster_groups import mig_managed_hosts
+
+    class NotYet(dict):  # a host whose variables name facts gathered later
+        def get(self, key, default=None):
+            raise AnsibleUndefinedVariable("'ansible_facts' is undefined")
+
+        def __bool__(self):
+            return True
+
+    hostvars = {"gpu01": {"mig_layout": "disabled"}, "gpu02": {}, "gpu03": NotYet(), "gpu04": {"mig_layout": "unmanaged"}}
+    assert mig_managed_hosts(["gpu01", "gpu02", "gpu03", "gpu04"], hostvars) == ["gpu01", "gpu03"]
+    with pytest.raises(Exception, match="mig_managed_hosts expects"):
+        mig_managed_hosts("gpu01", hostvars)
+
+
+def test_site_runs_the_mig_play_only_where_a_layout_is_managed(run_entry):
+    ran, result = run_entry("site.yml", TWO_CONTROLLERS)
+    assert result.ok, result.error or result.hosts
+    assert ran[MIG_PLAY] == []
+    ran, result = run_entry("site.yml", TWO_CONTROLLERS, mig_layout="all-1g.10gb")
+    assert result.ok, result.error or result.hosts
+    assert ran[MIG_PLAY] == ["gpu01", "gpu02", "gpu03"]
+
+
+def test_the_resume_step_counts_unmanaged_members_as_finished():
+    """The MIG play skips unmanaged nodes; the resume step may still release our drain on them."""
+    import jinja2
+
+    expression = yaml.safe_load((REPO / "roles/mig/vars/main.yml").read_text())["_mig_finished_hosts"]
+    env = jinja2.Environment()
+    env.filters["unique"] = lambda items: list(dict.fromkeys(items))
+    env.filters["extract"] = lambda key, container: container[key]
+
+    def finished(groups: dict, hostvars: dict) -> list:
+        return sorted(env.from_string(expression).render(groups=groups, hostvars=hostvars).strip()
+                      .strip("[]").replace("'", "").replace(" ", "").split(",") if groups else [])
+
+    hostvars = {"ctl01": {"inventory_hostname": "ctl01"}, "gpu01": {"inventory_hostname": "gpu01", "mig_changed": True},
+                "gpu02": {"inventory_hostname": "gpu02"}, "gpu03": {"inventory_hostname": "gpu03"}}
+    groups = {"all": list(hostvars), "deepops_slurm_compute": ["gpu01", "gpu02", "gpu03"], "deepops_mig_managed": ["gpu01", "gpu02"]}
+    # gpu02: managed, and the role did not finish on it (it failed): it stays drained.
+    assert finished(groups, hostvars) == ["gpu01", "gpu03"]
