@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from ansible.errors import AnsibleUndefinedVariable
 
 from ansible_collections.deepops.cluster.plugins.module_utils import cluster_groups
 from deepops_py import inventory as inv
@@ -434,6 +435,16 @@ def test_cluster_address_is_the_pinned_one_else_the_default_ipv4_else_unknown():
 # --------------------------------------------------------------------------
 # the NVIDIA stack's hosts
 
+class NotYet(dict):
+    """A host whose variables name facts gathered later: any read fails as Ansible's would."""
+
+    def get(self, key, default=None):
+        raise AnsibleUndefinedVariable("'ansible_facts' is undefined")
+
+    def __bool__(self):
+        return True
+
+
 NVIDIA_PLAYS = [play["name"] for play in yaml.safe_load((PLAYBOOKS / "components" / "nvidia.yml").read_text())]
 ALL_OFF = {name: False for name in cluster_groups.NVIDIA_STACK_SWITCHES}
 
@@ -454,15 +465,7 @@ def test_each_switch_is_on_in_its_roles_defaults():
 
 
 def test_the_nvidia_stack_filter_reads_each_hosts_switches():
-    from ansible.errors import AnsibleUndefinedVariable
     from ansible_collections.deepops.cluster.plugins.filter.cluster_groups import nvidia_stack_hosts
-
-    class NotYet(dict):  # a host whose variables name facts gathered later
-        def get(self, key, default=None):
-            raise AnsibleUndefinedVariable("'ansible_facts' is undefined")
-
-        def __bool__(self):
-            return True
 
     hostvars = {"gpu01": {**ALL_OFF, "cuda_enabled": "no"}, "gpu02": {**ALL_OFF, "cuda_enabled": "yes"},
                 "gpu03": NotYet(), "gpu04": {}}
@@ -507,15 +510,7 @@ def test_unmanaged_is_the_mig_roles_default():
 
 
 def test_the_mig_managed_filter_reads_each_hosts_layout():
-    from ansible.errors import AnsibleUndefinedVariable
     from ansible_collections.deepops.cluster.plugins.filter.cluster_groups import mig_managed_hosts
-
-    class NotYet(dict):  # a host whose variables name facts gathered later
-        def get(self, key, default=None):
-            raise AnsibleUndefinedVariable("'ansible_facts' is undefined")
-
-        def __bool__(self):
-            return True
 
     hostvars = {"gpu01": {"mig_layout": "disabled"}, "gpu02": {}, "gpu03": NotYet(), "gpu04": {"mig_layout": "unmanaged"}}
     assert mig_managed_hosts(["gpu01", "gpu02", "gpu03", "gpu04"], hostvars) == ["gpu01", "gpu03"]
