@@ -225,8 +225,10 @@ def _run_until_done(runner: ansible_runner.Runner, cancel: threading.Event, erro
 
     def on_signal(signum: int, _frame: Any) -> None:
         received.append(signum)
-        cancel.set()
+        # The tree first: once CANCEL is set, ansible-runner's thread may kill
+        # ansible-playbook, whose workers would then move to init, out of sight.
         _end_descendants()
+        cancel.set()
 
     previous = {}
     if threading.current_thread() is threading.main_thread():
@@ -265,17 +267,36 @@ def _descendants(root: int) -> list[int]:
     return found
 
 
+# Rounds of looking for processes born while the ones found are being stopped.
+_FREEZE_ROUNDS = 50
+
+
 def _end_descendants() -> None:
     """SIGKILL every process below this one. ansible-playbook runs in a session
     of its own and each of its workers starts another (setsid), so neither a
     terminal's signal nor ansible-runner's kill of ansible-playbook's process
     group reaches the workers and the commands they run. All are found before
-    any is killed: a killed parent's children move to init and out of sight."""
-    for pid in _descendants(os.getpid()):
-        try:
-            os.kill(pid, signal.SIGKILL)
-        except OSError:
-            pass  # already gone
+    any is killed: a killed parent's children move to init and out of sight.
+    Found ones are stopped first (SIGSTOP), and the tree is read again until
+    it holds no new process: a worker forking at the first look (a loaded
+    machine) would otherwise leave its new child running, out of sight."""
+    found: list[int] = []
+    for _round in range(_FREEZE_ROUNDS):
+        new = [pid for pid in _descendants(os.getpid()) if pid not in found]
+        if not new:
+            break
+        for pid in new:
+            _signal(pid, signal.SIGSTOP)
+        found += new
+    for pid in found:
+        _signal(pid, signal.SIGKILL)
+
+
+def _signal(pid: int, signum: int) -> None:
+    try:
+        os.kill(pid, signum)
+    except OSError:
+        pass  # already gone
 
 
 def run_playbook(
