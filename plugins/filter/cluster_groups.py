@@ -14,11 +14,11 @@ nodes being removed. The rule lives in
 ``plugins/module_utils/cluster_groups.py``; ``playbooks/groups.yml`` turns the
 result into in-memory groups for every later play.
 
-``groups['deepops_slurm_compute'] | deepops.cluster.nvidia_stack_hosts(hostvars)``
-gives the compute members any role of the NVIDIA stack is switched on for
-(``deepops_nvidia_stack``, where the NVIDIA plays run);
-``... | deepops.cluster.mig_managed_hosts(hostvars)`` those whose mig_layout
-manages MIG (``deepops_mig_managed``, where the MIG play runs).
+With ``hostvars`` as a second argument after the removed nodes, the result
+also holds ``deepops_nvidia_stack`` (the compute members any role of the
+NVIDIA stack is switched on for, where the NVIDIA plays run) and
+``deepops_mig_managed`` (those whose mig_layout manages MIG, where the MIG
+play runs), from each member's host variables.
 """
 
 from __future__ import annotations
@@ -31,15 +31,21 @@ from ansible.module_utils.parsing.convert_bool import boolean
 from ansible_collections.deepops.cluster.plugins.module_utils import cluster_groups
 
 
-def resolved_groups(groups: Any, removed: Any = None) -> dict[str, list[str]]:
-    """Resolved group name -> host names, from Ansible's ``groups`` and the nodes being removed."""
+def resolved_groups(groups: Any, removed: Any = None, hostvars: Any = None) -> dict[str, list[str]]:
+    """Resolved group name -> host names, from Ansible's ``groups`` and the nodes being removed;
+    with ``hostvars``, also the compute members the NVIDIA plays and the MIG play run on."""
     if not isinstance(groups, Mapping):
         raise AnsibleFilterError(f"resolved_groups expects the groups mapping, got {type(groups).__name__}")
     if removed is not None and not isinstance(removed, Sequence):
         raise AnsibleFilterError(f"resolved_groups expects the removed nodes as a list or a string, got {type(removed).__name__}")
-    return cluster_groups.resolved_groups(
+    resolved = cluster_groups.resolved_groups(
         {str(name): [str(host) for host in hosts] for name, hosts in groups.items()}, removed
     )
+    if hostvars is not None:
+        computes = resolved[cluster_groups.COMPUTE_MEMBERS]
+        resolved[cluster_groups.NVIDIA_STACK] = nvidia_stack_hosts(computes, hostvars)
+        resolved[cluster_groups.MIG_MANAGED] = mig_managed_hosts(computes, hostvars)
+    return resolved
 
 
 def removed_names(removed: Any) -> list[str]:
@@ -50,48 +56,50 @@ def removed_names(removed: Any) -> list[str]:
 
 
 def nvidia_stack_hosts(computes: Any, hostvars: Any) -> list[str]:
-    """The compute members (a list of names) with any NVIDIA stack role switched on, from their host variables."""
-    if isinstance(computes, (str, bytes)) or not isinstance(computes, Sequence):
-        raise AnsibleFilterError(f"nvidia_stack_hosts expects a list of host names, got {type(computes).__name__}")
-    if not isinstance(hostvars, Mapping):
-        raise AnsibleFilterError(f"nvidia_stack_hosts expects hostvars, got {type(hostvars).__name__}")
-    switches_on = {str(host): _switches(_host_vars(hostvars, host)) for host in computes}
-    return cluster_groups.nvidia_stack([str(host) for host in computes], switches_on)
+    """The compute members (a list of names) with any NVIDIA stack role switched on, from their host variables.
+    A switch that cannot be resolved yet (a template naming facts gathered later) counts as on: its role
+    decides on the host."""
+    given = _given("nvidia_stack_hosts", computes, hostvars, cluster_groups.NVIDIA_STACK_SWITCHES)
+    switches_on = {
+        host: {name: boolean(value, strict=False) for name, value in values.items() if value is not _NOT_KNOWN_YET}
+        for host, values in given.items()
+    }
+    return cluster_groups.nvidia_stack(list(given), switches_on)
 
 
 def mig_managed_hosts(computes: Any, hostvars: Any) -> list[str]:
-    """The compute members (a list of names) whose mig_layout manages MIG, from their host variables."""
+    """The compute members (a list of names) whose mig_layout manages MIG, from their host variables.
+    A layout that cannot be resolved yet counts as managed: the mig role decides on the host."""
+    given = _given("mig_managed_hosts", computes, hostvars, ("mig_layout",))
+    layouts = {host: values.get("mig_layout", cluster_groups.MIG_UNMANAGED) for host, values in given.items()}
+    return cluster_groups.mig_managed(
+        list(given), {host: "not known yet" if layout is _NOT_KNOWN_YET else layout for host, layout in layouts.items()}
+    )
+
+
+# A variable whose template names what is only known later in the run.
+_NOT_KNOWN_YET = object()
+
+
+def _given(filter_name: str, computes: Any, hostvars: Any, names: Sequence[str]) -> dict[str, dict[str, Any]]:
+    """host -> {name: value} of NAMES given for each of COMPUTES (None counts as not given;
+    _NOT_KNOWN_YET where resolving fails), hosts in order."""
     if isinstance(computes, (str, bytes)) or not isinstance(computes, Sequence):
-        raise AnsibleFilterError(f"mig_managed_hosts expects a list of host names, got {type(computes).__name__}")
+        raise AnsibleFilterError(f"{filter_name} expects a list of host names, got {type(computes).__name__}")
     if not isinstance(hostvars, Mapping):
-        raise AnsibleFilterError(f"mig_managed_hosts expects hostvars, got {type(hostvars).__name__}")
-    layouts: dict[str, Any] = {}
+        raise AnsibleFilterError(f"{filter_name} expects hostvars, got {type(hostvars).__name__}")
+    given: dict[str, dict[str, Any]] = {}
     for host in computes:
-        try:
-            layout = _host_vars(hostvars, host).get("mig_layout", cluster_groups.MIG_UNMANAGED)
-        except AnsibleError:
-            layout = "not known yet"  # a template naming later facts: the mig role decides on the host
-        layouts[str(host)] = layout
-    return cluster_groups.mig_managed([str(host) for host in computes], layouts)
-
-
-def _host_vars(hostvars: Mapping[str, Any], host: Any) -> Mapping[str, Any]:
-    variables = hostvars.get(str(host))
-    return {} if variables is None else variables
-
-
-def _switches(variables: Mapping[str, Any]) -> dict[str, bool]:
-    """The NVIDIA stack switches given for a host. One that cannot be resolved yet (a
-    template naming facts gathered later) counts as on: its role decides on the host."""
-    found = {}
-    for name in cluster_groups.NVIDIA_STACK_SWITCHES:
-        try:
-            value = variables.get(name)
-        except AnsibleError:
-            continue
-        if value is not None:
-            found[name] = boolean(value, strict=False)
-    return found
+        variables = hostvars.get(str(host))
+        values = given.setdefault(str(host), {})
+        for name in names if variables is not None else ():
+            try:
+                value = variables.get(name)
+            except AnsibleError:
+                value = _NOT_KNOWN_YET
+            if value is not None:
+                values[name] = value
+    return given
 
 
 def cluster_address(host_vars: Any) -> str:
@@ -111,5 +119,4 @@ class FilterModule:
 
     def filters(self) -> dict[str, Any]:
         """Map filter names to functions."""
-        return {"resolved_groups": resolved_groups, "removed_names": removed_names, "cluster_address": cluster_address,
-                "nvidia_stack_hosts": nvidia_stack_hosts, "mig_managed_hosts": mig_managed_hosts}
+        return {"resolved_groups": resolved_groups, "removed_names": removed_names, "cluster_address": cluster_address}
