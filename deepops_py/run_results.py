@@ -116,10 +116,21 @@ def final_status(*, runner_status: str | None, rc: int | None, hosts: dict[str, 
 
 
 def _failure_message(result: dict[str, Any]) -> str:
-    """The task's own msg; for no_log tasks Ansible has already replaced the result with 'censored'."""
+    """The task's own msg; for no_log tasks Ansible has already replaced the result with 'censored'.
+
+    A failed command says only "non-zero return code": the last line it
+    printed (stderr first) is what tells why, so it joins the message."""
     message = result.get("msg") or result.get("censored") or result.get("reason") or "(no message)"
     text = str(message).strip()
+    said = _last_line(result.get("stderr")) or _last_line(result.get("stdout"))
+    if said and said not in text:
+        text = f"{text}: {said}"
     return text if len(text) <= _MESSAGE_LIMIT else text[:_MESSAGE_LIMIT] + " [...]"
+
+
+def _last_line(output: Any) -> str:
+    lines = [line.strip() for line in str(output or "").splitlines() if line.strip()]
+    return lines[-1] if lines else ""
 
 
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")

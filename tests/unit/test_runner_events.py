@@ -71,6 +71,20 @@ def test_no_log_failure_keeps_the_censored_note_only():
     assert host.message == censored
 
 
+def test_a_failed_command_says_what_it_printed_last():
+    collector = EventCollector()
+    collector.handle(event("runner_on_failed", "a", "Reconfigure", res={
+        "msg": "non-zero return code", "rc": 1, "stdout": "",
+        "stderr": "scontrol: note\nslurm_reconfigure error: Unable to contact slurm controller\n",
+    }))
+    collector.handle(event("runner_on_failed", "b", "Check", res={"msg": "non-zero return code", "stdout": "DOWN\n"}))
+    collector.handle(event("runner_on_failed", "c", "Assert", res={"msg": "x is DOWN", "stdout": "DOWN"}))
+    results = collector.host_results()
+    assert results["a"].message == "non-zero return code: slurm_reconfigure error: Unable to contact slurm controller"
+    assert results["b"].message == "non-zero return code: DOWN"
+    assert results["c"].message == "x is DOWN"
+
+
 def test_changed_task_names_are_unique_and_ordered():
     collector = EventCollector()
     for task in ("B", "A", "B"):
