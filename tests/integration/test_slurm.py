@@ -73,6 +73,19 @@ def test_configless_nodes_have_no_local_config(cluster):
     assert "enable_configless" in _ctl(cluster, "scontrol show config")
 
 
+def test_a_crashed_controller_starts_again(cluster):
+    """Slurm 22.05's slurmctld can crash on a reconfigure (handlers/main.yml);
+    systemd starts it again, and the deploy's retried reconfigure gets through."""
+    before = _ctl(cluster, "systemctl show slurmctld --property=MainPID --value").strip()
+    cluster.ssh("ctl01", "systemctl kill --signal=SIGSEGV slurmctld")
+    for _ in range(30):
+        if "UP" in cluster.ssh("ctl01", "scontrol ping", check=False).stdout:
+            break
+        time.sleep(1)
+    assert "UP" in _ctl(cluster, "scontrol ping")
+    assert _ctl(cluster, "systemctl show slurmctld --property=MainPID --value").strip() != before
+
+
 def test_gpu_jobs_get_their_devices(cluster):
     for node, gpus in _simulated_gpus(cluster).items():
         for kind, count in gpus.items():
