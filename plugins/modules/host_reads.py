@@ -14,14 +14,15 @@ description:
     the host for every one. This module does them all in one call and returns each result
     under the name it was given.
   - It changes nothing, so it runs the same in check mode and always reports C(changed=false).
-  - Commands run without a shell, in the order given.
+  - Commands run without a shell, all at once (they only read; a read that waits on a daemon, such as
+    C(sacctmgr), then does not hold up the others).
 version_added: "1.0.0"
 author:
   - deepops developers (@deepops)
 options:
   commands:
     description:
-      - Commands to run, in this order; each result is returned under its O(commands[].name).
+      - Commands to run, side by side; each result is returned under its O(commands[].name).
       - A command whose exit status is not in its O(commands[].ok_rc) fails the task (naming it,
         with its output), unless O(commands[].may_fail) is set.
     type: list
@@ -145,26 +146,40 @@ import hmac
 import os
 import pwd
 import stat
+from concurrent.futures import ThreadPoolExecutor
 
 from ansible.module_utils.basic import AnsibleModule
 
 # What a shell reports for a program it cannot find.
 NOT_FOUND_RC = 127
+# Commands at once, at most: reads are few per task; this bounds a long list.
+MAX_PARALLEL = 8
 
 
-def run(module: AnsibleModule, name: str, spec: dict) -> dict:
-    """One command's result; fails the module when its status is not allowed."""
+def run(module: AnsibleModule, spec: dict) -> dict:
+    """One command's result, as ansible.builtin.command returns it."""
     try:
         rc, stdout, stderr = module.run_command(spec["argv"], handle_exceptions=False)
     except OSError as error:
         rc, stdout, stderr = NOT_FOUND_RC, "", str(error)
     # As ansible.builtin.command returns them: without the final newline.
     stdout, stderr = stdout.rstrip("\r\n"), stderr.rstrip("\r\n")
-    result = {"rc": rc, "stdout": stdout, "stderr": stderr, "stdout_lines": stdout.splitlines()}
-    if rc not in spec["ok_rc"] and not spec["may_fail"]:
-        module.fail_json(msg=f"{name}: {' '.join(spec['argv'])} exited with {rc}: {stderr.strip() or stdout.strip()}",
-                         name=name, **result)
-    return result
+    return {"rc": rc, "stdout": stdout, "stderr": stderr, "stdout_lines": stdout.splitlines()}
+
+
+def run_all(module: AnsibleModule, specs: list[dict]) -> dict:
+    """Every command's result by name, run side by side; fails the module (in
+    the main thread: fail_json exits) naming the first, in the order given,
+    whose status is not allowed."""
+    with ThreadPoolExecutor(max_workers=max(1, min(len(specs), MAX_PARALLEL))) as pool:
+        results = list(pool.map(lambda spec: run(module, spec), specs))
+    for spec, result in zip(specs, results):
+        if result["rc"] not in spec["ok_rc"] and not spec["may_fail"]:
+            module.fail_json(
+                msg=f"{spec['name']}: {' '.join(spec['argv'])} exited with {result['rc']}: "
+                    f"{result['stderr'].strip() or result['stdout'].strip()}",
+                name=spec["name"], **result)
+    return {spec["name"]: result for spec, result in zip(specs, results)}
 
 
 def read(module: AnsibleModule, name: str, path: str) -> dict:
@@ -243,7 +258,7 @@ def main() -> None:
     problems = _problems(module.params)
     if problems:
         module.fail_json(msg="host_reads: " + "; ".join(problems) + " (nothing was run)")
-    commands = {spec["name"]: run(module, spec["name"], spec) for spec in module.params["commands"]}
+    commands = run_all(module, module.params["commands"])
     files = {name: read(module, name, path) for name, path in module.params["files"].items()}
     paths = {name: look(path) for name, path in module.params["paths"].items()}
     key = (module.params["file_states_key"] or "").encode()

@@ -94,3 +94,20 @@ def test_bad_arguments_run_nothing_and_say_every_problem(tree: Path) -> None:
                     "files.relative must be an absolute path, got 'etc/passwd'", "paths.number must be an absolute path"):
         assert problem in result["msg"], result["msg"]
     assert "Traceback" not in json.dumps(result)
+
+
+def test_commands_run_side_by_side_and_the_first_failure_in_order_is_named(tree: Path) -> None:
+    """The first command waits (up to a minute) for a file the second one
+    writes: run one after the other, it would wait in vain and fail."""
+    flag = tree / "flag"
+    waits = f"for i in $(seq 600); do [ -e {flag} ] && exit 0; sleep 0.1; done; exit 1"
+    task = _task("reads", commands=[{"name": "waits", "argv": ["sh", "-c", waits]},
+                                    {"name": "writes", "argv": ["touch", str(flag)]}])
+    result = _run(tree, [task])["reads"]
+    assert result.get("failed") is not True, result
+    assert result["commands"]["waits"]["rc"] == 0
+
+    failing = _task("reads", commands=[{"name": "first", "argv": ["sh", "-c", "sleep 1; exit 4"]},
+                                       {"name": "second", "argv": ["sh", "-c", "exit 5"]}])
+    failed = _run(tree, [failing])["reads"]
+    assert failed["failed"] is True and failed["msg"].startswith("first: ")
