@@ -9,6 +9,9 @@ deployed cluster, with the tree passed as -e: four short runs.
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
 import yaml
 
 CONTROLLER = "ctl01"
@@ -75,3 +78,32 @@ def test_tree_is_applied_kept_planned_and_pruned(cluster, tmp_path):
     _run(cluster, "deploy", {"slurm_accounts_prune": True}, tmp_path)
     left = _associations(cluster)
     assert sorted(left) == [("root", ""), ("root", "root"), ("users", "")], left
+
+
+def _task_statuses(run: dict, host: str, task: str) -> list[str]:
+    """The runner events of TASK on HOST in a run's artifacts: ok, changed, skipped..."""
+    statuses = []
+    for path in sorted(Path(run["artifacts"], "job_events").glob("*.json")):
+        event = json.loads(path.read_text())
+        data = event.get("event_data") or {}
+        if data.get("task") == task and data.get("host") == host and event["event"].startswith("runner_on_"):
+            if event["event"] != "runner_on_start":
+                statuses.append(event["event"].removeprefix("runner_on_"))
+    return statuses
+
+
+def test_a_deploy_puts_back_a_drifted_tree_and_a_rerun_skips_the_module(cluster):
+    """The full deploy (not --tags) decides from the controller's first read:
+    drift in slurmdbd is found and undone; on the re-run the tree read at the
+    start is as declared and the module does not run."""
+    cluster.ensure_deployed()
+    cluster.ssh(CONTROLLER, "sacctmgr --immediate modify account users set fairshare=7", check=True)
+
+    first = cluster.deepops("deploy", "--json")
+    assert first.rc == 0, first.stdout[-4000:] + first.stderr[-4000:]
+    assert TASK in first.json()["hosts"][CONTROLLER]["changed_tasks"]
+    assert _associations(cluster)[("users", "")]["share"] == "1"
+
+    again = cluster.deepops("deploy", "--json")
+    assert again.rc == 0, again.stdout[-4000:] + again.stderr[-4000:]
+    assert _task_statuses(again.json(), CONTROLLER, TASK) == ["skipped"]

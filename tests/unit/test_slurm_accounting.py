@@ -302,3 +302,49 @@ def test_bad_trees_are_exit_2(write_inventory, group_vars, expected):
 def test_a_good_tree_passes(write_inventory):
     result = check(write_inventory, yaml.safe_dump(TREE))
     assert result.exit_code == 0, result.output
+
+
+# --------------------------------------------------------------------------
+# the re-run's shortcut: the controller's first read decides whether the module runs
+
+def _reads(shown, rc=0):
+    return {name: {"rc": rc, "stdout": text} for name, text in zip(
+        ("accounting_qos", "accounting_associations", "accounting_users"), shown)}
+
+
+def _settled(commands, accounts=(), users=(), prune=False):
+    from ansible_collections.deepops.cluster.plugins.filter.slurm_accounting import slurm_accounting_settled
+
+    return slurm_accounting_settled(commands, CLUSTER, DEFAULTS["slurm_qos"], list(accounts), list(users),
+                                    DEFAULTS["slurm_default_account"], DEFAULTS["slurm_default_qos"], prune)
+
+
+def test_reads_are_the_modules_own_commands():
+    from ansible_collections.deepops.cluster.plugins.filter.slurm_accounting import slurm_accounting_reads
+
+    reads = slurm_accounting_reads(CLUSTER)
+    assert [read["argv"][1:] for read in reads] == sa.read_commands(CLUSTER)
+    assert all(read["argv"][0] == "sacctmgr" and read["may_fail"] for read in reads)
+    assert len({read["name"] for read in reads}) == 3
+
+
+@pytest.mark.parametrize("image", IMAGES)
+def test_settled_only_where_the_module_would_do_and_say_nothing(image):
+    fresh, tree = recorded(image, "fresh"), recorded(image, "tree")
+    assert _settled(_reads(fresh))
+    assert _settled(_reads(tree), TREE["slurm_accounts"], TREE["slurm_account_users"])
+    # Something to add: the module runs.
+    assert not _settled(_reads(fresh), TREE["slurm_accounts"], TREE["slurm_account_users"])
+    # Undeclared entries: kept and warned of (the module runs to say so), or pruned.
+    assert not _settled(_reads(tree))
+    assert not _settled(_reads(tree), prune=True)
+
+
+@pytest.mark.parametrize("image", IMAGES)
+def test_any_doubt_runs_the_module(image):
+    fresh = recorded(image, "fresh")
+    assert not _settled(_reads(fresh, rc=1))
+    assert not _settled({k: v for k, v in _reads(fresh).items() if k != "accounting_users"})
+    assert not _settled(None)
+    # A declaration the module rejects (an unknown parent) is its to report.
+    assert not _settled(_reads(fresh), [{"name": "theory", "parent": "nowhere"}])
