@@ -125,7 +125,7 @@ def test_roles_assert_the_os_with_the_table():
     asserting = {}
     for path in sorted((REPO / "roles").glob("*/tasks/*.yml")):
         for task in _tasks(path):
-            if str(task.get("name", "")).endswith("| Assert the OS is supported"):
+            if "| Assert the OS is supported" in str(task.get("name", "")):
                 asserting[path.parts[-3]] = yaml.safe_dump(task)
     assert set(asserting) >= {"common", "slurm", "nvidia_driver"}
     for role, text in asserting.items():

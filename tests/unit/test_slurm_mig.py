@@ -9,6 +9,7 @@ then render slurm.conf and gres.conf from them (tests/support/slurm_render.py).
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -18,6 +19,7 @@ import jinja2
 import pytest
 import yaml
 from ansible.errors import AnsibleFilterError
+from ansible_collections.deepops.cluster.plugins.filter import platforms as platform_filters
 from ansible_collections.deepops.cluster.plugins.filter import slurm as slurm_filters
 from slurm_render import ROLE, nvidia_smi, render, slurm
 
@@ -246,22 +248,36 @@ def test_missing_minors_file_fails_clearly_and_renders_nothing(cluster):
         render("gres.conf.j2", hosts)
 
 
+DEBIAN_12 = {"distribution": "Debian", "distribution_version": "12.8", "distribution_release": "bookworm"}
+
+
 def test_preflight_stops_on_mig_problems_before_any_change():
-    """The role's assert on the compute node, evaluated as Ansible does (Jinja2 on its facts)."""
+    """The role's per-host assert, its problems evaluated as Ansible does (Jinja2 on the facts)."""
     tasks = yaml.safe_load((ROLE / "tasks" / "preflight.yml").read_text())
     gather = next(task for task in tasks if "deepops.cluster.nvidia_gpu_facts" in task)
     assert gather["deepops.cluster.nvidia_gpu_facts"]["mig_minors_path"] == "{{ nvidia_mig_minors_path | default(omit) }}"
-    (check,) = [task for task in tasks if "mig_problems" in str(task.get("ansible.builtin.assert", {}).get("that"))]
-    assert check["when"] == "inventory_hostname in _slurm_computes"
+    (check,) = [task for task in tasks if "mig_problems" in str(task.get("vars", {}).get("__slurm_problems"))]
+    assert check["ansible.builtin.assert"]["that"] == ["__slurm_problems | length == 0"]
     env = jinja2.Environment()
-    problems = ["the MIG minors file /proc/driver/nvidia-caps/mig-minors was not read, so ..."]
-    for facts, holds in (({"mig_problems": problems}, False), ({"mig_problems": []}, True), ({}, True)):
-        context = {"ansible_facts": {"deepops_gpus": facts}, "inventory_hostname": "gpu02"}
-        that = [env.from_string("{{ " + condition + " }}").render(context) for condition in check["ansible.builtin.assert"]["that"]]
-        assert that == [str(holds)]
-    message = env.from_string(check["ansible.builtin.assert"]["fail_msg"]).render(
-        {"ansible_facts": {"deepops_gpus": {"mig_problems": problems}}, "inventory_hostname": "gpu02"})
-    assert message.startswith("gpu02: cannot write gres.conf for its MIG devices: the MIG minors file")
+    env.filters.update({"to_json": json.dumps, "deepops.cluster.os_support_problems": platform_filters.os_support_problems})
+
+    def problems(host: str, gpu_facts: dict, gpu_type: str = "") -> list[str]:
+        context = {"ansible_facts": {**DEBIAN_12, "deepops_gpus": gpu_facts}, "inventory_hostname": host,
+                   "_slurm_computes": ["gpu02"], "slurm_gpu_type": gpu_type}
+        context["__slurm_gpus"] = env.compile_expression(check["vars"]["__slurm_gpus"].strip()[2:-2])(context)
+        return env.compile_expression(check["vars"]["__slurm_problems"].strip()[2:-2])(context)
+
+    found = ["the MIG minors file /proc/driver/nvidia-caps/mig-minors was not read, so ..."]
+    assert problems("gpu02", {"mig_problems": found}) == [
+        "gpu02: cannot write gres.conf for its MIG devices: the MIG minors file /proc/driver/nvidia-caps/mig-minors"
+        " was not read, so ..."]
+    assert problems("gpu02", {"mig_problems": []}) == problems("gpu02", {}) == []
+    # The controller is not a compute node: its GPUs are not checked.
+    assert problems("ctl01", {"mig_problems": found}, "a100") == []
+    assert problems("gpu02", {"types": ["a100"], "by_type": {"a100": 4}, "count": 4}, "a100") == []
+    [wrong] = problems("gpu02", {"types": ["a100"], "by_type": {"a100": 4}, "count": 4}, "h100")
+    assert wrong.startswith('gpu02: the inventory says slurm_gpu_type=h100, but nvidia-smi reports {"a100": 4}')
+    assert problems("gpu02", {"count": 0}, "h100")[0].endswith("reports no GPUs. Fix the inventory (or the node) before deploying")
     member = yaml.safe_load((ROLE / "tasks" / "member_facts.yml").read_text())
     (delegated,) = [task for task in member if "deepops.cluster.nvidia_gpu_facts" in task]
     assert "hostvars[__slurm_member]['nvidia_mig_minors_path']" in delegated["deepops.cluster.nvidia_gpu_facts"]["mig_minors_path"]
@@ -300,3 +316,16 @@ def test_a_mig_profile_or_device_file_cannot_break_out_of_its_line(attack):
         records = slurm.slurm_node_facts({"gpu01": {**host, "deepops_gpus": {"gpus": [{**gpu, "mig_devices": [bad]}]}}})
         with pytest.raises(slurm.SlurmConfError, match="GPU type|MIG device file"):
             slurm.slurm_gres_lines(records)
+
+
+def test_the_mig_resume_reads_node_states_as_slurm_ready_does():
+    """The deploy hands the MIG resume's read to slurm's ready.yml in place of
+    its own (playbooks/components/slurm.yml): the two must be the same read."""
+    slurm_vars = yaml.safe_load((ROLE / "vars" / "main.yml").read_text())
+    resume = yaml.safe_load((ROLE.parent / "mig" / "tasks" / "resume.yml").read_text())
+    [read] = [task for task in resume if task.get("register") == "__mig_sinfo"]
+    assert read["ansible.builtin.command"]["argv"] == slurm_vars["_slurm_sinfo_nodes_argv"]
+    play = yaml.safe_load((ROLE.parents[1] / "playbooks" / "components" / "slurm.yml").read_text())
+    [ready] = [task for entry in play for task in entry.get("tasks", [])
+               if task.get("ansible.builtin.import_role", {}).get("tasks_from") == "ready"]
+    assert "__mig_sinfo" in ready["vars"]["_slurm_ready_nodes_read"]
