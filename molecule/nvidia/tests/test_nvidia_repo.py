@@ -73,7 +73,10 @@ def _plan(*extra: str) -> dict:
     env.update({"ANSIBLE_CONFIG": str(PROJECT / "ansible.cfg"), "ANSIBLE_STDOUT_CALLBACK": "ansible.builtin.json"})
     playbook = str(Path(sys.executable).parent / "ansible-playbook")
     result = subprocess.run(
-        [playbook, "-i", INVENTORY, str(PROJECT / "playbooks" / "components" / "nvidia.yml"), "--check", *extra],
+        # The scenario's converge playbook: the groups every entry playbook
+        # resolves first (the NVIDIA plays run on deepops_nvidia_stack), then
+        # the NVIDIA component plays; the component alone would run on no host.
+        [playbook, "-i", INVENTORY, str(PROJECT / "molecule" / "nvidia" / "converge.yml"), "--check", *extra],
         env=env, capture_output=True, text=True, timeout=900,
     )
     assert result.returncode == 0, result.stdout[-6000:] + result.stderr[-3000:]
