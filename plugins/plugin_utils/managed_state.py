@@ -24,8 +24,10 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
+from ansible_collections.deepops.cluster.plugins.plugin_utils import kept_caches
+
 # Where the paths are remembered, one file per inventory and host.
-DEFAULT_CACHE_DIR = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "deepops" / "managed-paths"
+DEFAULT_CACHE_DIR = kept_caches.CACHE_ROOT / "managed-paths"
 # A host's list is started again beyond this (paths of files no longer managed pile up otherwise).
 MAX_PATHS = 4096
 # The module's default for directories (plugins/modules/managed_files.py).

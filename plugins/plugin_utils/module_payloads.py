@@ -29,28 +29,23 @@ from __future__ import annotations
 
 import base64
 import dataclasses
-import hashlib
 import importlib.util
 import io
 import marshal
-import os
-import sys
-import time
 import zipfile
 from collections.abc import Iterable
 from pathlib import Path
+
+from ansible_collections.deepops.cluster.plugins.plugin_utils import kept_caches
 
 __all__ = ["add_bytecode", "fingerprint", "use_persistent_cache", "send_bytecode", "DEFAULT_CACHE_DIR"]
 
 # Ansible's own name for the payload cache inside its per-run temporary directory.
 _RUN_CACHE_NAME = "ansiballz_cache"
-# How many fingerprints (checkouts, versions) keep their payloads.
-KEPT_FINGERPRINTS = 4
-PRUNE_AFTER_S = 24 * 3600
 # Checked hash-based pyc (PEP 552): zipimport compares the source's hash before using it.
 _CHECKED_HASH_FLAGS = 0b11
 
-DEFAULT_CACHE_DIR = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "deepops" / "ansiballz"
+DEFAULT_CACHE_DIR = kept_caches.CACHE_ROOT / "ansiballz"
 
 
 def _bytecode(source: bytes, name: str) -> bytes:
@@ -85,45 +80,10 @@ def add_bytecode(zip_data: bytes) -> bytes:
     return base64.b64encode(out.getvalue())
 
 
-def _module_code_files(collection: Path) -> Iterable[Path]:
-    for kind in ("modules", "module_utils"):
-        yield from sorted((collection / "plugins" / kind).rglob("*.py"))
-
-
 def fingerprint(collection_paths: Iterable[str], ansible_version: str) -> str:
-    """A name for everything a payload is built from.
-
-    An installed collection is named by its MANIFEST.json (rewritten by every
-    install); a collection without one (a checkout, like this repository) by
-    the size and modification time of each of its module and module_utils files.
-    """
-    digest = hashlib.sha256()
-    digest.update(f"{ansible_version}\0{sys.version}\0".encode())  # the version names the bytecode's magic
-    for root in dict.fromkeys(os.path.realpath(path) for path in collection_paths):
-        for collection in sorted(Path(root).glob("ansible_collections/*/*")):
-            if not collection.is_dir():
-                continue
-            manifest = collection / "MANIFEST.json"
-            files = [manifest] if manifest.is_file() else list(_module_code_files(collection))
-            for path in files:
-                stat = path.stat()
-                digest.update(f"{path}\0{stat.st_size}\0{stat.st_mtime_ns}\0".encode())
-    return digest.hexdigest()[:24]
-
-
-def _prune(cache_dir: Path, keep: Path) -> None:
-    """Remove the payloads of fingerprints beyond the most recently used, unused for a day.
-
-    The day protects a run still in progress: its link would point nowhere.
-    """
-    others = sorted((path for path in cache_dir.iterdir() if path.is_dir() and path != keep),
-                    key=lambda path: path.stat().st_mtime, reverse=True)
-    for stale in others[KEPT_FINGERPRINTS - 1:]:
-        if time.time() - stale.stat().st_mtime < PRUNE_AFTER_S:
-            continue
-        for entry in stale.iterdir():
-            entry.unlink(missing_ok=True)
-        stale.rmdir()
+    """A name for everything a payload is built from: ansible-core, Python and every collection's module code."""
+    return kept_caches.fingerprint(collection_paths, [ansible_version],
+                                   lambda collection: kept_caches.plugin_files(collection, ("modules", "module_utils")))
 
 
 def use_persistent_cache(run_tmp: str, cache_dir: Path, key: str) -> Path | None:
@@ -131,12 +91,7 @@ def use_persistent_cache(run_tmp: str, cache_dir: Path, key: str) -> Path | None
     run_cache = Path(run_tmp) / _RUN_CACHE_NAME
     if run_cache.exists() or run_cache.is_symlink():
         return None  # payloads are already being built for this run
-    target = cache_dir / key
-    # Only this user may write payloads that Ansible unpickles and runs.
-    cache_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
-    target.mkdir(mode=0o700, exist_ok=True)
-    os.utime(target)  # most recently used, for _prune
-    _prune(cache_dir, keep=target)
+    target = kept_caches.kept_directory(cache_dir, key)
     run_cache.symlink_to(target, target_is_directory=True)
     return target
 

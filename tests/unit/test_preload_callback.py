@@ -114,3 +114,51 @@ def test_the_repository_ansible_cfg_enables_it():
     config.read(REPO / "ansible.cfg")
     enabled = [name.strip() for name in config["defaults"]["callbacks_enabled"].split(",")]
     assert "deepops.cluster.preload" in enabled
+
+
+
+_LOOKUPS = textwrap.dedent(
+    """
+    import json
+    from ansible.plugins.loader import Jinja2Loader, filter_loader, test_loader, init_plugin_loader
+    init_plugin_loader([{collections!r}])
+    from ansible_collections.deepops.cluster.plugins.callback import preload as callback
+
+    def answers():
+        found = [filter_loader.get(name) for name in {filters!r}] + [test_loader.get(name) for name in {tests!r}]
+        return [None if plugin is None else plugin.ansible_name for plugin in found]
+
+    by_ansible = answers()
+    # Count what reaches Ansible's own lookup once the callback's hook is in front of it.
+    calls = []
+    ansible_lookup = Jinja2Loader.get_with_context
+    def counting(self, name, *args, **kwargs):
+        calls.append(name)
+        return ansible_lookup(self, name, *args, **kwargs)
+    Jinja2Loader.get_with_context = counting
+    installed = callback.remember_lookups() and callback.remember_lookups()  # a second call adds nothing
+    looked_up = callback.resolve_jinja_plugins("deepops.cluster")
+    calls.clear()
+    remembered = answers()
+    print(json.dumps(dict(installed=installed, looked_up=looked_up, by_ansible=by_ansible, remembered=remembered,
+                          calls=calls)))
+    """
+)
+
+# Jinja's own (found in no plugin file), ansible.builtin's, the collection's, and a name nobody defines.
+FILTERS = ["length", "bool", "ansible.builtin.to_json", "deepops.cluster.shared_mounts_plan", "no_such_filter"]
+TESTS = ["defined", "ansible.builtin.match", "skipped"]
+
+
+def test_after_the_preload_filter_and_test_lookups_are_answered_as_ansible_answers_them_without_asking_it():
+    code = _LOOKUPS.format(collections=str(REPO / "collections"), filters=FILTERS, tests=TESTS)
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=REPO)
+    run = json.loads(done.stdout.strip().splitlines()[-1])
+
+    assert run["installed"]
+    assert run["remembered"] == run["by_ansible"]
+    assert run["by_ansible"][0] is None and run["by_ansible"][3] == "deepops.cluster.shared_mounts_plan"
+    # Every name but the one nobody defines was looked up at the preload; that one, once, now.
+    assert run["calls"] == ["no_such_filter"]
+    assert {"filter:length", "filter:deepops.cluster.shared_mounts_plan", "test:ansible.builtin.match"} <= set(
+        run["looked_up"])
