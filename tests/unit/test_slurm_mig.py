@@ -319,13 +319,22 @@ def test_a_mig_profile_or_device_file_cannot_break_out_of_its_line(attack):
 
 
 def test_the_mig_resume_reads_node_states_as_slurm_ready_does():
-    """The deploy hands the MIG resume's read to slurm's ready.yml in place of
-    its own (playbooks/components/slurm.yml): the two must be the same read."""
+    """The deploy hands the controller's first read of the nodes' states to the
+    MIG resume, and the read the resume used to slurm's ready.yml, in place of
+    their own (playbooks/components/slurm.yml): all three must be the same read."""
     slurm_vars = yaml.safe_load((ROLE / "vars" / "main.yml").read_text())
+    mig_vars = yaml.safe_load((ROLE.parent / "mig" / "vars" / "main.yml").read_text())
     resume = yaml.safe_load((ROLE.parent / "mig" / "tasks" / "resume.yml").read_text())
     [read] = [task for task in resume if task.get("register") == "__mig_sinfo"]
     assert read["ansible.builtin.command"]["argv"] == slurm_vars["_slurm_sinfo_nodes_argv"]
+    controller = yaml.safe_load((ROLE / "tasks" / "controller.yml").read_text())
+    [first_read] = [task for task in controller if task.get("register") == "__slurm_controller_reads"]
+    assert "{'name': 'nodes', 'argv': _slurm_sinfo_nodes_argv" in first_read["deepops.cluster.host_reads"]["commands"]
+    assert "__slurm_controller_reads.commands.nodes" in slurm_vars["_slurm_nodes_read_at_start"]
+    assert "_mig_nodes_read" in mig_vars["_mig_sinfo"] and "__mig_sinfo" in mig_vars["_mig_sinfo"]
     play = yaml.safe_load((ROLE.parents[1] / "playbooks" / "components" / "slurm.yml").read_text())
-    [ready] = [task for entry in play for task in entry.get("tasks", [])
-               if task.get("ansible.builtin.import_role", {}).get("tasks_from") == "ready"]
-    assert "__mig_sinfo" in ready["vars"]["_slurm_ready_nodes_read"]
+    imports = {task["ansible.builtin.import_role"].get("tasks_from"): task for entry in play
+               for task in entry.get("tasks", []) if "ansible.builtin.import_role" in task}
+    assert imports["resume.yml"]["vars"]["_mig_nodes_read"] == "{{ _slurm_nodes_read_at_start }}"
+    assert imports["ready"]["vars"]["_mig_nodes_read"] == "{{ _slurm_nodes_read_at_start }}"
+    assert imports["ready"]["vars"]["_slurm_ready_nodes_read"] == "{{ _mig_sinfo | default({}) }}"
