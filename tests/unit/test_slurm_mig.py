@@ -336,5 +336,5 @@ def test_the_mig_resume_reads_node_states_as_slurm_ready_does():
     imports = {task["ansible.builtin.import_role"].get("tasks_from"): task for entry in play
                for task in entry.get("tasks", []) if "ansible.builtin.import_role" in task}
     assert imports["resume.yml"]["vars"]["_mig_nodes_read"] == "{{ _slurm_nodes_read_at_start }}"
-    assert imports["ready"]["vars"]["_mig_nodes_read"] == "{{ _slurm_nodes_read_at_start }}"
-    assert imports["ready"]["vars"]["_slurm_ready_nodes_read"] == "{{ _mig_sinfo | default({}) }}"
+    handed = imports["ready"]["vars"]["_slurm_ready_nodes_read"]
+    assert "_slurm_nodes_read_at_start" in handed and "__mig_sinfo" in handed
