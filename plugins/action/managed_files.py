@@ -26,7 +26,7 @@ from ansible.errors import AnsibleError, AnsibleFileNotFound
 from ansible.module_utils.common.text.converters import to_text
 from ansible.plugins.action import ActionBase
 from ansible.template import generate_ansible_template_vars, trust_as_template
-from ansible_collections.deepops.cluster.plugins.plugin_utils import managed_state, run_changes
+from ansible_collections.deepops.cluster.plugins.plugin_utils import managed_state, read_requests, run_changes
 from ansible_collections.deepops.cluster.plugins.plugin_utils.suggest import did_you_mean
 from jinja2.defaults import (
     BLOCK_END_STRING,
@@ -257,7 +257,7 @@ class ActionModule(ActionBase):
         one the files are on)."""
         if self._task.delegate_to or not run_changes.unchanged_so_far():
             return False
-        states = (task_vars.get("deepops_host_reads") or {}).get("file_states")
+        states = (task_vars.get(read_requests.FIRST_READ) or {}).get("file_states")
         return isinstance(states, dict) and managed_state.all_in_place(module_args, states, run_changes.run_key())
 
     def _add_content(self, entry: dict[str, Any], task_vars: dict[str, Any], problems: list[str]) -> None:

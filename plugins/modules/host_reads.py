@@ -70,6 +70,18 @@ options:
     type: list
     elements: str
     default: []
+  include_remembered:
+    description:
+      - For the deploy's first read on a host - also make the reads that later C(host_reads) tasks
+        asked this host for in earlier runs (remembered on the controller in C(deepops/host-reads)
+        under C($XDG_CACHE_HOME) or C(~/.cache)), and return their results under C(remembered).
+      - A later task whose every read is there, with an exit status it accepts, is answered from
+        the result registered as C(deepops_host_reads), with no module run, while nothing in the run
+        has changed (the callback deepops.cluster.run_changes); any other runs as usual. A task with
+        C(no_log) or C(delegate_to) is neither remembered nor answered.
+      - Handled by the action plugin; the module itself ignores it.
+    type: bool
+    default: false
   file_states_key:
     description:
       - The key of the files' digests, required with O(file_states). The digests show in the
@@ -126,6 +138,12 @@ paths:
   returned: always
   type: dict
   sample: {"zone": {"exists": true, "isdir": false}}
+remembered:
+  description:
+    - With O(include_remembered), the results of the reads remembered from later tasks, by read
+      (a JSON key of its kind and argv or path); for the action plugin's use.
+  returned: with O(include_remembered)
+  type: dict
 file_states:
   description:
     - For each path of O(file_states), by path - C(exists) and C(link) (with C(target)); where it
@@ -252,6 +270,8 @@ def main() -> None:
             "paths": {"type": "dict", "default": {}},
             "file_states": {"type": "list", "elements": "str", "default": []},
             "file_states_key": {"type": "str", "no_log": True},
+            # Handled by the action plugin (plugins/action/host_reads.py).
+            "include_remembered": {"type": "bool", "default": False},
         },
         supports_check_mode=True,
     )
