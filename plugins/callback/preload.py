@@ -34,6 +34,9 @@ description:
   - Adds to each payload the bytecode of its Python files, compiled by the controller's Python, which a
     host with the same Python minor version loads instead of compiling the sources; any other host compiles
     them as before.
+  - Looks up every builtin filter and test and every filter of this collection by name once, and answers
+    later lookups of a name from that first one, so the workers do not search the plugin files again each
+    time a template names a filter.
   - Keeps the code Jinja compiles from each template and expression in a directory that outlives the run,
     named by a fingerprint of ansible-core, Jinja, Python, the settings that change compilation and the
     filter and test plugins of every collection, so a worker loads it instead of compiling it again.
