@@ -13,11 +13,12 @@ from __future__ import annotations
 import hashlib
 import os
 import sys
+import tempfile
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from pathlib import Path
 
-__all__ = ["CACHE_ROOT", "fingerprint", "kept_directory"]
+__all__ = ["CACHE_ROOT", "fingerprint", "host_file", "kept_directory", "write_atomically"]
 
 CACHE_ROOT = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "deepops"
 # How many fingerprints (checkouts, versions) keep their directory.
@@ -25,14 +26,16 @@ KEPT_FINGERPRINTS = 4
 PRUNE_AFTER_S = 24 * 3600
 
 
-def fingerprint(collection_paths: Iterable[str], versions: Iterable[str],
-                files_of: Callable[[Path], Iterable[Path]]) -> str:
-    """A name for VERSIONS, this Python and the FILES_OF every collection in COLLECTION_PATHS.
+def fingerprint(collection_paths: Iterable[str], versions: Iterable[str], plugin_kinds: Iterable[str]) -> str:
+    """A name for VERSIONS, this Python and the plugins of PLUGIN_KINDS of every collection in COLLECTION_PATHS.
 
-    An installed collection is named by its MANIFEST.json (rewritten by every
-    install); a collection without one (a checkout, like this repository) by
-    the size and modification time of each of the files FILES_OF gives.
+    PLUGIN_KINDS: directories under a collection's plugins/ ('modules',
+    'filter', ...). An installed collection is named by its MANIFEST.json
+    (rewritten by every install); a collection without one (a checkout, like
+    this repository) by the size and modification time of each Python file
+    of those kinds.
     """
+    plugin_kinds = tuple(plugin_kinds)
     digest = hashlib.sha256()
     # The Python version names the bytecode's magic number and marshal's format.
     for version in (*versions, sys.version):
@@ -42,17 +45,33 @@ def fingerprint(collection_paths: Iterable[str], versions: Iterable[str],
             if not collection.is_dir():
                 continue
             manifest = collection / "MANIFEST.json"
-            files = [manifest] if manifest.is_file() else list(files_of(collection))
+            files = [manifest] if manifest.is_file() else [
+                path for kind in plugin_kinds for path in sorted((collection / "plugins" / kind).rglob("*.py"))]
             for path in files:
                 stat = path.stat()
                 digest.update(f"{path}\0{stat.st_size}\0{stat.st_mtime_ns}\0".encode())
     return digest.hexdigest()[:24]
 
 
-def plugin_files(collection: Path, kinds: Iterable[str]) -> Iterable[Path]:
-    """The Python files of the collection's plugins of these kinds ('modules', 'filter', ...)."""
-    for kind in kinds:
-        yield from sorted((collection / "plugins" / kind).rglob("*.py"))
+def host_file(cache_dir: Path, inventory_file: str | None, host: str) -> Path:
+    """The file of one host of one inventory in CACHE_DIR (what the controller remembers per host)."""
+    key = hashlib.sha256(f"{inventory_file or ''}\0{host}".encode()).hexdigest()[:32]
+    return cache_dir / f"{key}.json"
+
+
+def write_atomically(target: Path, data: bytes) -> None:
+    """Write DATA to TARGET through a file beside it, renamed: no reader sees half of it.
+
+    The directory is made private to this user. Raises OSError as writing does."""
+    target.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+    handle, temporary = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.")
+    try:
+        with os.fdopen(handle, "wb") as stream:
+            stream.write(data)
+        os.replace(temporary, target)
+    except OSError:
+        Path(temporary).unlink(missing_ok=True)
+        raise
 
 
 def kept_directory(cache_dir: Path, key: str) -> Path:

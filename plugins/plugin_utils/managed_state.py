@@ -17,9 +17,7 @@ import base64
 import hashlib
 import hmac
 import json
-import os
 import re
-import tempfile
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
@@ -37,8 +35,7 @@ OCTAL_MODE = re.compile(r"0?[0-7]{3,4}")
 
 
 def cache_file(inventory_file: str | None, host: str, cache_dir: Path = DEFAULT_CACHE_DIR) -> Path:
-    key = hashlib.sha256(f"{inventory_file or ''}\0{host}".encode()).hexdigest()[:32]
-    return cache_dir / f"{key}.json"
+    return kept_caches.host_file(cache_dir, inventory_file, host)
 
 
 def known(inventory_file: str | None, host: str, cache_dir: Path = DEFAULT_CACHE_DIR) -> list[str]:
@@ -60,13 +57,8 @@ def remember(inventory_file: str | None, host: str, paths: Iterable[str], cache_
     if not new:
         return
     merged = have + new if len(have) + len(new) <= MAX_PATHS else new
-    target = cache_file(inventory_file, host, cache_dir)
     try:
-        target.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-        handle, temporary = tempfile.mkstemp(dir=target.parent, prefix=".managed-paths-")
-        with os.fdopen(handle, "w") as stream:
-            json.dump(sorted(merged), stream)
-        os.replace(temporary, target)
+        kept_caches.write_atomically(cache_file(inventory_file, host, cache_dir), json.dumps(sorted(merged)).encode())
     except OSError:
         return
 

@@ -82,8 +82,7 @@ def add_bytecode(zip_data: bytes) -> bytes:
 
 def fingerprint(collection_paths: Iterable[str], ansible_version: str) -> str:
     """A name for everything a payload is built from: ansible-core, Python and every collection's module code."""
-    return kept_caches.fingerprint(collection_paths, [ansible_version],
-                                   lambda collection: kept_caches.plugin_files(collection, ("modules", "module_utils")))
+    return kept_caches.fingerprint(collection_paths, [ansible_version], ("modules", "module_utils"))
 
 
 def use_persistent_cache(run_tmp: str, cache_dir: Path, key: str) -> Path | None:

@@ -18,10 +18,7 @@ does not go on making reads no role makes any more.
 
 from __future__ import annotations
 
-import hashlib
 import json
-import os
-import tempfile
 import time
 from collections.abc import Mapping
 from pathlib import Path
@@ -31,6 +28,8 @@ from ansible_collections.deepops.cluster.plugins.plugin_utils import kept_caches
 
 DEFAULT_CACHE_DIR = kept_caches.CACHE_ROOT / "host-reads"
 STALE_AFTER_S = 7 * 24 * 3600
+# A read asked for again within this keeps the time it was noted at (no write).
+REFRESH_AFTER_S = 3600
 # A host's reads beyond this start the list again.
 MAX_READS = 128
 # Where the deploy registers its first read on each host (playbooks/components/common.yml).
@@ -43,8 +42,7 @@ _KINDS = ("commands", "files", "paths")
 
 
 def cache_file(inventory_file: str | None, host: str, cache_dir: Path = DEFAULT_CACHE_DIR) -> Path:
-    key = hashlib.sha256(f"{inventory_file or ''}\0{host}".encode()).hexdigest()[:32]
-    return cache_dir / f"{key}.json"
+    return kept_caches.host_file(cache_dir, inventory_file, host)
 
 
 def _key(kind: str, what: Any) -> str:
@@ -77,16 +75,14 @@ def remember(inventory_file: str | None, host: str, keys: list[str], cache_dir: 
         return
     reads = known(inventory_file, host, cache_dir)
     now = time.time()
+    if all(now - reads.get(key, 0) < REFRESH_AFTER_S for key in keys):
+        return  # asked for lately: a no-op re-run writes nothing per task
     reads.update({key: now for key in keys})
     if len(reads) > MAX_READS:
         reads = {key: now for key in keys}
-    target = cache_file(inventory_file, host, cache_dir)
     try:
-        target.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-        handle, temporary = tempfile.mkstemp(dir=target.parent, prefix=".host-reads-")
-        with os.fdopen(handle, "w") as stream:
-            json.dump(reads, stream, sort_keys=True)
-        os.replace(temporary, target)
+        kept_caches.write_atomically(cache_file(inventory_file, host, cache_dir),
+                                     json.dumps(reads, sort_keys=True).encode())
     except OSError:
         return
 

@@ -50,8 +50,7 @@ def fingerprint(collection_paths: Iterable[str], settings: Iterable[str]) -> str
     SETTINGS: the versions of ansible-core and Jinja and the settings that
     change how Ansible parses or compiles (Jinja extensions, embedded templates).
     """
-    return kept_caches.fingerprint(collection_paths, settings,
-                                   lambda collection: kept_caches.plugin_files(collection, ("filter", "test")))
+    return kept_caches.fingerprint(collection_paths, settings, ("filter", "test"))
 
 
 class _Store:
@@ -76,13 +75,10 @@ class _Store:
 
     def put(self, key: str, code: CodeType) -> None:
         self.loaded[key] = code
-        # Written aside, then renamed: a worker never reads a half-written file.
-        partial = self.directory / f".{key}.{os.getpid()}"
         try:
-            partial.write_bytes(marshal.dumps(code))
-            os.replace(partial, self.directory / f"{key}{_SUFFIX}")
+            kept_caches.write_atomically(self.directory / f"{key}{_SUFFIX}", marshal.dumps(code))
         except (OSError, ValueError):
-            partial.unlink(missing_ok=True)  # kept for this process only
+            pass  # kept for this process only
 
 
 def _start_again_if_full(directory: Path) -> None:

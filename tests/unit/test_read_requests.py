@@ -157,3 +157,17 @@ def test_ansible_playbook_answers_a_later_read_from_the_first_read_of_a_run_that
     (tmp_path / "marker").write_text("two")
     assert _playbook(tmp_path, *extra) == "True two"  # made at the first read of this run
     assert _playbook(tmp_path, *extra, "-e", "change=true") == "False two"  # a change since: it reads again
+
+
+def test_a_read_asked_for_again_within_the_hour_writes_nothing(tmp_path, monkeypatch):
+    keys = read_requests.requests_of(LATER)
+    read_requests.remember(None, "h", keys, tmp_path)
+    target = read_requests.cache_file(None, "h", tmp_path)
+    written = target.stat().st_mtime_ns
+
+    read_requests.remember(None, "h", keys, tmp_path)
+    assert target.stat().st_mtime_ns == written
+    later = time.time() + read_requests.REFRESH_AFTER_S + 60
+    monkeypatch.setattr(read_requests.time, "time", lambda: later)
+    read_requests.remember(None, "h", keys, tmp_path)
+    assert set(read_requests.known(None, "h", tmp_path).values()) == {later}
