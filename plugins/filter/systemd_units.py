@@ -11,6 +11,17 @@ host at the start of a deploy (playbooks/components/common.yml registers
 
 Handlers restart what a run changes (with a daemon reload where a unit file
 changed), so a state read at the start of the run stays right for this use.
+
+- ``__slurm_slurmctld_started | default({}) | deepops.cluster.started_from_stopped``
+  -> true when that "enabled, started" task (its registered
+  ansible.builtin.systemd_service result) started the unit from stopped. The
+  daemon then read the configuration the run wrote before it, so the restart
+  handler that configuration notified would only stop and start it again:
+  for slurmctld about 2.5 s of a fresh deploy. Its handler skips then. Only
+  right where every task that notifies the handler comes before the start
+  task (tests/unit/test_systemd_units.py checks each such pair); a daemon
+  the package's own scripts started (munge, node_exporter) was running
+  before the task, and is restarted as before.
 """
 
 from __future__ import annotations
@@ -50,8 +61,19 @@ def unit_running_enabled(registered: Any, unit: Any) -> bool:
     return (state.get("ActiveState"), state.get("SubState"), state.get("UnitFileState")) == ("active", "running", "enabled")
 
 
+def started_from_stopped(registered: Any) -> bool:
+    if not isinstance(registered, Mapping):
+        raise AnsibleFilterError("started_from_stopped expects the registered result of a systemd_service task")
+    status = registered.get("status")
+    if registered.get("skipped") or not registered.get("changed") or not isinstance(status, Mapping):
+        return False
+    # The module's status is the unit's state read before it acted; it starts
+    # a unit that is neither active nor activating (ansible.builtin.systemd_service).
+    return registered.get("state") == "started" and status.get("ActiveState") not in ("active", "activating")
+
+
 class FilterModule:
     """deepops systemd unit filter."""
 
     def filters(self) -> dict[str, Any]:
-        return {"unit_running_enabled": unit_running_enabled}
+        return {"unit_running_enabled": unit_running_enabled, "started_from_stopped": started_from_stopped}
