@@ -620,10 +620,11 @@ def node_add(hosts, inventory, extra_vars, forks, wait, as_json) -> None:
     """Configure new compute nodes, then update and reconfigure the controller.
 
     Add each HOST to slurm_compute in the inventory first. Runs
-    playbooks/add_node.yml on the new hosts, the controller(s) and the
-    slurmdbd host only: the new nodes come up idle with their GPUs as GRES, the
-    controller learns them without restarting running jobs, and no other host
-    is touched. Exits 2 (touching nothing) if a HOST is not in slurm_compute,
+    playbooks/add_node.yml on the new hosts, the controller(s), the slurmdbd,
+    NFS and monitoring hosts and the login nodes: the new nodes come up idle
+    with their GPUs as GRES, the controller learns them without restarting
+    running jobs, and Prometheus scrapes them. The other compute nodes only
+    get the new hosts in /etc/hosts. Exits 2 (touching nothing) if a HOST is not in slurm_compute,
     1 if the run failed.
 
     \b

@@ -1,12 +1,15 @@
 """``deepops node add``: configure new compute nodes, then update the controller.
 
 The hosts must already be in ``slurm_compute`` in the inventory. The entry
-playbook ``add_node.yml`` gets them as ``deepops_new_nodes`` and runs on them,
-the controller(s), the slurmdbd host(s) and the NFS server(s) only: the new
-nodes get the whole stack, the controller renders slurm.conf/gres.conf with
-them and reconfigures, an NFS server exports to them; no other host is touched (the controller only reads facts of
-the other compute nodes). The playbook picks those hosts itself; this module
-checks the names first (exit 2, nothing run) and says where it will run.
+playbook ``add_node.yml`` gets them as ``deepops_new_nodes`` and runs the
+whole stack on them, the controller(s), the slurmdbd host(s), the NFS
+server(s), the monitoring host(s) and the login nodes: the controller
+renders slurm.conf/gres.conf with them and reconfigures, an NFS server
+exports to them, Prometheus scrapes them, a login node's slurm.conf names
+them. The other members only get the new nodes in
+their /etc/hosts, so that a deploy afterwards changes nothing. The playbook
+picks those hosts itself; this module checks the names first (exit 2,
+nothing run) and says where it will run.
 """
 
 from __future__ import annotations
@@ -55,15 +58,17 @@ def check_compute_hosts(cluster: Cluster, hosts: tuple[str, ...] | list[str], *,
 
 
 def target_hosts(cluster: Cluster, hosts: list[str]) -> list[str]:
-    """The hosts the run changes: the new hosts, the controller(s), the slurmdbd host(s) and the
-    NFS server(s) (their exports name every member), each once.
-
-    The same hosts as the playbook's group deepops_add_node_targets, by the
-    same rule (plugins/module_utils/cluster_groups.py).
+    """The hosts the run changes, each once: the new hosts, the controller(s), the slurmdbd host(s),
+    the NFS server(s) (their exports name every member), the monitoring host(s) (Prometheus'
+    targets) and the login nodes (slurm.conf), which are the playbook's group
+    deepops_add_node_targets, by the same rule (plugins/module_utils/cluster_groups.py); then the
+    other members, for their /etc/hosts.
     """
-    dbd = cluster_groups.resolved_groups(cluster.groups)[cluster_groups.RESOLVED[DBD]]
-    return list(dict.fromkeys([*hosts, *cluster.groups.get(CONTROLLER, []), *dbd,
-                               *cluster.groups.get(cluster_groups.NFS_SERVER, [])]))
+    resolved = cluster_groups.resolved_groups(_with_all(cluster))
+    scope = [*hosts, *cluster.groups.get(CONTROLLER, []), *resolved[cluster_groups.RESOLVED[DBD]],
+             *cluster.groups.get(cluster_groups.NFS_SERVER, []), *resolved[cluster_groups.RESOLVED[MONITORING]],
+             *cluster.groups.get(LOGIN, [])]
+    return list(dict.fromkeys([*scope, *resolved[cluster_groups.MEMBERS]]))
 
 
 def build_request(

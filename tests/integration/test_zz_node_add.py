@@ -44,13 +44,15 @@ def test_node_add_brings_up_a_new_node_and_keeps_jobs_running(cluster):
         assert data["ok"] and data["playbook"].endswith("add_node.yml")
         # the new node goes in as a variable (recorded by name only), with no --limit
         assert data["request"]["limit"] is None and "deepops_new_nodes" in data["request"]["extra_vars"]
-        # exactly the new node and the controllers (ctl01 also the slurmdbd host; ctl02, the backup
-        # test_zz_controller_failover.py adds, gets the new slurm.conf too) ran anything
-        controllers = set(cluster.group("slurm_controller"))
-        assert set(data["hosts"]) == {NEW} | controllers, sorted(data["hosts"])
+        # the new node and the servers (ctl01 also the slurmdbd and monitoring host; ctl02, the
+        # backup test_zz_controller_failover.py adds, gets the new slurm.conf too) ran the stack;
+        # the other compute nodes changed their /etc/hosts and nothing else
+        assert set(data["hosts"]) == set(cluster.hostvars()), sorted(data["hosts"])
         assert data["hosts"][NEW]["changed"] > 0
-        others = {name: host["changed"] for name, host in data["hosts"].items() if name != NEW and name not in controllers}
-        assert all(changed == 0 for changed in others.values()), others
+        others = {name: data["hosts"][name]["changed"] for name in cluster.group("slurm_compute") if name != NEW}
+        assert others and all(changed == 1 for changed in others.values()), others
+        for name in others:
+            assert NEW in cluster.ssh(name, f"getent hosts {NEW}").stdout, name
 
         # the running job survived the reconfigure
         assert cluster.ssh("ctl01", f"squeue --noheader --jobs={job} --format=%T").stdout.strip() == "RUNNING"
@@ -64,6 +66,12 @@ def test_node_add_brings_up_a_new_node_and_keeps_jobs_running(cluster):
     finally:
         cluster.ssh("ctl01", f"scancel {job}", check=False)
         _wait_for_state(cluster, job, "", seconds=60)  # gone, so gpu01 is idle again
+
+    # the node add left nothing for a deploy to do, on any host
+    plan = cluster.deepops("plan", "--json", timeout=1200)
+    assert plan.rc == 0, plan.stdout[-4000:] + plan.stderr[-4000:]
+    planned = {name: host["changed"] for name, host in plan.json()["hosts"].items()}
+    assert set(planned) == set(cluster.hostvars()) and not any(planned.values()), planned
 
     # and the grown cluster validates (preemption is covered in test_validate.py)
     validated = cluster.deepops("validate", "--skip", "preemption", "--json", timeout=1200)

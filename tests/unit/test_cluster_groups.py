@@ -38,6 +38,7 @@ DBD_PLAY = "Slurm | Accounting database"
 CONTROLLER_PLAY = "Slurm | Controller"
 COMPUTE_PLAY = "Slurm | Compute nodes"
 MONITORING_PLAY = "Monitoring | Prometheus, Alertmanager and Grafana"
+ADD_NODE_HOSTS_PLAY = "Add node | /etc/hosts of the other members with the new nodes"
 
 TWO_CONTROLLERS = {
     "slurm_controller": ["ctl01", "ctl02"],
@@ -235,21 +236,26 @@ def test_groups_play_runs_under_a_limit_without_localhost(run_entry):
     assert set(result.hosts) == {"ctl01", "gpu01"}
 
 
-def test_add_node_runs_on_the_new_node_the_controllers_and_the_dbd_host_only(run_entry, write_inventory, test_specs):
+def test_add_node_runs_the_stack_on_the_new_node_the_servers_and_only_hosts_elsewhere(run_entry, write_inventory,
+                                                                                      test_specs):
     groups = {**TWO_CONTROLLERS, "slurm_dbd": ["db01"], "monitoring": ["mon01"]}
     ran, result = run_entry("add_node.yml", groups, deepops_new_nodes=["gpu03"])
     assert result.ok, result.error or result.hosts
-    assert set(result.hosts) == {"localhost", "gpu03", "ctl01", "ctl02", "db01"}  # no other host ran anything
-    assert ran["Common | Prepare every cluster node"] == ["ctl01", "ctl02", "db01", "gpu03"]
+    assert ran["Common | Prepare every cluster node"] == ["ctl01", "ctl02", "db01", "gpu03", "login01", "mon01"]
     for name, hosts in ran.items():
         if name.startswith("NVIDIA"):
             assert hosts == ["gpu03"], name
     assert ran[COMPUTE_PLAY] == ["gpu03"]
     assert ran[CONTROLLER_PLAY] == ["ctl01", "ctl02"]
     assert ran[DBD_PLAY] == ["db01"]
-    assert ran["Slurm | Login nodes"] == []
+    assert ran["Slurm | Login nodes"] == ["login01"]  # their slurm.conf names the new node (22.05)
     assert ran["Slurm | Wait until every compute node is up"] == ["ctl01"]
-    assert ran[MONITORING_PLAY] == []  # mon01 is not a target, as with the --limit of earlier versions
+    assert ran[MONITORING_PLAY] == ["mon01"]  # Prometheus scrapes the new node from now on
+    # The other members run the /etc/hosts play and nothing else.
+    assert ran[ADD_NODE_HOSTS_PLAY] == ["gpu01", "gpu02"]
+    for name, hosts in ran.items():
+        if name != ADD_NODE_HOSTS_PLAY:
+            assert not {"gpu01", "gpu02"} & set(hosts), name
     # deepops shows the same hosts before it runs
     path = write_inventory(_inventory(groups))
     cluster = inv.load_cluster(path)
@@ -261,7 +267,7 @@ def test_add_node_takes_comma_separated_names(run_entry):
     assert result.ok, result.error or result.hosts
     assert ran[COMPUTE_PLAY] == ["gpu02", "gpu03"]
     assert ran[DBD_PLAY] == ["ctl01"]
-    assert set(result.hosts) == {"localhost", "gpu02", "gpu03", "ctl01", "ctl02"}
+    assert ran[ADD_NODE_HOSTS_PLAY] == ["gpu01"]
 
 
 @pytest.mark.parametrize(
@@ -418,7 +424,7 @@ def test_add_node_exports_to_the_new_node_from_the_nfs_server(run_entry, write_i
     ran, result = run_entry("add_node.yml", groups, deepops_new_nodes=["gpu03"])
     assert result.ok, result.error or result.hosts
     assert ran[STORAGE_PLAYS[0]] == ["nfs01"]
-    assert ran[STORAGE_PLAYS[1]] == ["ctl01", "ctl02", "gpu03", "nfs01"]
+    assert ran[STORAGE_PLAYS[1]] == ["ctl01", "ctl02", "gpu03", "login01", "nfs01"]
     assert set(nodes.target_hosts(inv.load_cluster(write_inventory(_inventory(groups))), ["gpu03"])) == set(result.hosts) - {"localhost"}
 
 

@@ -66,13 +66,15 @@ def fake(monkeypatch):
     return install
 
 
-def test_targets_are_new_hosts_then_controller_then_dbd(cluster):
-    assert nodes.target_hosts(cluster, ["gpu03"]) == ["gpu03", "ctl01", "db01"]
+def test_targets_are_new_hosts_then_the_servers_then_the_other_members(cluster):
+    # monitoring defaults to the first controller; the other compute nodes get /etc/hosts only
+    assert nodes.target_hosts(cluster, ["gpu03"]) == ["gpu03", "ctl01", "db01", "login01", "gpu01", "gpu02"]
 
 
 def test_targets_without_separate_dbd_name_the_controller_once(write_inventory):
-    cluster = inv.load_cluster(write_inventory())  # slurm_dbd defaults to the controller
-    assert nodes.target_hosts(cluster, ["gpu02", "gpu01"]) == ["gpu02", "gpu01", "ctl01"]
+    cluster = inv.load_cluster(write_inventory())  # slurm_dbd and monitoring default to the controller
+    assert nodes.target_hosts(cluster, ["gpu02", "gpu01"])[:3] == ["gpu02", "gpu01", "ctl01"]
+    assert len(set(nodes.target_hosts(cluster, ["gpu02", "gpu01"]))) == len(nodes.target_hosts(cluster, ["gpu02", "gpu01"]))
 
 
 def test_hosts_are_deduplicated_in_order(cluster):
