@@ -94,8 +94,11 @@ def test_node_remove_drains_requeues_and_leaves_a_consistent_cluster(cluster):
         assert jobs["requeued"] == [batch] and jobs["cancelled"] == [allocation], jobs
         assert data["data"]["deepops_node_remove"]["unreachable"] == []
         assert any("delete it from slurm_compute" in note for note in data["notes"]), data["notes"]
-        # no other compute node changed
-        assert all(data["hosts"][host]["changed"] == 0 for host in ("gpu01", "gpu02")), data["hosts"]
+        # the other compute nodes changed their /etc/hosts (gpu03 out) and nothing else
+        assert all(data["hosts"][host]["changed"] == 1 for host in ("gpu01", "gpu02")), data["hosts"]
+        for host in ("gpu01", "gpu02"):
+            # the file itself: Docker's DNS answers for the container's hostname as well
+            assert cluster.ssh(host, f"grep -qw {NODE} /etc/hosts", check=False).returncode == 1, host
 
         assert not _in_slurm(cluster)
         assert _state(cluster, allocation) == ""

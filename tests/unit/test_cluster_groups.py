@@ -341,6 +341,7 @@ REMOVE_PLAYS = {
     "drain": "Remove node | Drain the nodes and wait for their jobs",
     "stop": "Remove node | Stop slurmd and the exporters on the nodes",
     "controller": "Remove node | slurm.conf and gres.conf without the nodes",
+    "login": "Remove node | The login nodes' slurm.conf without the nodes",
     "prometheus": "Remove node | Prometheus targets without the nodes",
     "hosts": "Remove node | /etc/hosts of the other members without the nodes",
 }
@@ -353,6 +354,7 @@ def test_remove_node_runs_on_the_node_the_controllers_monitoring_and_members(run
     assert ran[REMOVE_PLAYS["drain"]] == ["ctl01"]  # the first controller only
     assert ran[REMOVE_PLAYS["stop"]] == ["gpu03"]  # only the removed node stops anything
     assert ran[REMOVE_PLAYS["controller"]] == ["ctl01", "ctl02"]
+    assert ran[REMOVE_PLAYS["login"]] == ["login01"]
     assert ran[REMOVE_PLAYS["prometheus"]] == ["mon01"]
     assert ran[REMOVE_PLAYS["hosts"]] == ["ctl01", "ctl02", "gpu01", "gpu02", "login01", "mon01"]
     assert result.hosts["localhost"].changed == 0  # in-memory groups only
