@@ -38,7 +38,7 @@ DBD_PLAY = "Slurm | Accounting database"
 CONTROLLER_PLAY = "Slurm | Controller"
 COMPUTE_PLAY = "Slurm | Compute nodes"
 MONITORING_PLAY = "Monitoring | Prometheus, Alertmanager and Grafana"
-ADD_NODE_HOSTS_PLAY = "Add node | /etc/hosts of the other members with the new nodes"
+HOSTS_FILE_PLAY = "Hosts file | /etc/hosts of the other members"
 
 TWO_CONTROLLERS = {
     "slurm_controller": ["ctl01", "ctl02"],
@@ -252,9 +252,9 @@ def test_add_node_runs_the_stack_on_the_new_node_the_servers_and_only_hosts_else
     assert ran["Slurm | Wait until every compute node is up"] == ["ctl01"]
     assert ran[MONITORING_PLAY] == ["mon01"]  # Prometheus scrapes the new node from now on
     # The other members run the /etc/hosts play and nothing else.
-    assert ran[ADD_NODE_HOSTS_PLAY] == ["gpu01", "gpu02"]
+    assert ran[HOSTS_FILE_PLAY] == ["gpu01", "gpu02"]
     for name, hosts in ran.items():
-        if name != ADD_NODE_HOSTS_PLAY:
+        if name != HOSTS_FILE_PLAY:
             assert not {"gpu01", "gpu02"} & set(hosts), name
     # deepops shows the same hosts before it runs
     path = write_inventory(_inventory(groups))
@@ -267,7 +267,7 @@ def test_add_node_takes_comma_separated_names(run_entry):
     assert result.ok, result.error or result.hosts
     assert ran[COMPUTE_PLAY] == ["gpu02", "gpu03"]
     assert ran[DBD_PLAY] == ["ctl01"]
-    assert ran[ADD_NODE_HOSTS_PLAY] == ["gpu01"]
+    assert ran[HOSTS_FILE_PLAY] == ["gpu01"]
 
 
 @pytest.mark.parametrize(
@@ -343,7 +343,7 @@ REMOVE_PLAYS = {
     "controller": "Remove node | slurm.conf and gres.conf without the nodes",
     "login": "Remove node | The login nodes' slurm.conf without the nodes",
     "prometheus": "Remove node | Prometheus targets without the nodes",
-    "hosts": "Remove node | /etc/hosts of the other members without the nodes",
+    "hosts": HOSTS_FILE_PLAY,
 }
 
 
