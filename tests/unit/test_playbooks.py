@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from task_files import tasks_in
 
 REPO = Path(__file__).resolve().parents[2]
 PLAYBOOKS = REPO / "playbooks"
@@ -122,28 +123,12 @@ def test_fact_gathering_plays_carry_no_play_tags(name):
 DYNAMIC_INCLUDES = ("ansible.builtin.include_tasks", "ansible.builtin.include_role")
 
 
-def _tasks_in(data) -> list[dict]:
-    """Every task of a task file or playbook, those inside blocks included."""
-    found = []
-    for item in data if isinstance(data, list) else []:
-        if not isinstance(item, dict):
-            continue
-        if "hosts" in item:  # a play
-            for section in ("pre_tasks", "tasks", "post_tasks", "handlers"):
-                found += _tasks_in(item.get(section))
-            continue
-        found.append(item)
-        for section in ("block", "rescue", "always"):
-            found += _tasks_in(item.get(section))
-    return found
-
-
 def _dynamic_includes() -> list[tuple[str, dict]]:
     files = sorted((REPO / "roles").glob("*/tasks/*.yml")) + sorted(PLAYBOOKS.rglob("*.yml"))
     return [
         (f"{path.relative_to(REPO)}: {task.get('name')}", task)
         for path in files
-        for task in _tasks_in(yaml.safe_load(path.read_text()))
+        for task in tasks_in(yaml.safe_load(path.read_text()))
         if any(key in task for key in DYNAMIC_INCLUDES)
     ]
 
@@ -176,7 +161,7 @@ def _role_imports(path: Path) -> list[tuple[str, dict, dict]]:
     """(where, the import's arguments, the task) for every import_role/include_role in ``path``."""
     return [
         (f"{path.relative_to(REPO)}: {task.get('name')}", task[key], task)
-        for task in _tasks_in(yaml.safe_load(path.read_text()))
+        for task in tasks_in(yaml.safe_load(path.read_text()))
         for key in ROLE_IMPORTS if key in task
     ]
 

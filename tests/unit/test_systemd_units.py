@@ -13,6 +13,7 @@ import pytest
 import yaml
 from ansible.errors import AnsibleFilterError
 from ansible_collections.deepops.cluster.plugins.filter.systemd_units import started_from_stopped, unit_running_enabled
+from task_files import tasks_in
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -150,24 +151,14 @@ def test_nothing_notifies_a_guarded_restart_after_its_start_task(role, handler, 
     # The task that starts the unit is a systemd_service "started" task.
     assert ordered[start][1]["ansible.builtin.systemd_service"]["state"] == "started"
     everywhere = [
-        node for path in [*REPO.glob("roles/*/tasks/**/*.yml"), *REPO.glob("playbooks/**/*.yml")]
-        for node in _mappings(yaml.safe_load(path.read_text()))
+        task for path in [*REPO.glob("roles/*/tasks/**/*.yml"), *REPO.glob("playbooks/**/*.yml")]
+        for task in tasks_in(yaml.safe_load(path.read_text()))
     ]
     for topic in topics:
         before = [task for _path, task in ordered[:start] if _notifies(task, topic)]
-        assert before == [node for node in everywhere if _notifies(node, topic)], (
+        assert before == [task for task in everywhere if _notifies(task, topic)], (
             f"{topic}: notified after {ordered[start][1]['name']} or outside {start_file.name}"
         )
-
-
-def _mappings(node):
-    if isinstance(node, dict):
-        yield node
-        for value in node.values():
-            yield from _mappings(value)
-    elif isinstance(node, list):
-        for value in node:
-            yield from _mappings(value)
 
 
 def _notifies(task: dict, topic: str) -> bool:
