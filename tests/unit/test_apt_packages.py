@@ -11,7 +11,8 @@ import yaml
 from local_playbook import run_local_playbook
 
 REPO = Path(__file__).resolve().parents[2]
-CALLERS = {"common": "tasks/packages.yml", "munge": "tasks/install.yml", "slurm": "tasks/common.yml"}
+CALLERS = {"common": "tasks/packages.yml", "munge": "tasks/install.yml", "slurm": "tasks/common.yml",
+           "slurm_exporter": "tasks/install.yml"}
 
 
 def _imports_of_apt_packages(path: Path) -> list[dict]:
