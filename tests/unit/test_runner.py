@@ -74,6 +74,10 @@ def make_workspace(root: Path) -> tuple[Path, Path, Path, Path]:
 @pytest.fixture
 def workspace(tmp_path, monkeypatch):
     monkeypatch.setenv("DEEPOPS_STATE_DIR", str(tmp_path / "state"))
+    # The local modules' temporary files (TMPDIR reaches them through the
+    # runner): a module killed by a stop test cannot remove its own.
+    (tmp_path / "tmp").mkdir()
+    monkeypatch.setenv("TMPDIR", str(tmp_path / "tmp"))
     return make_workspace(tmp_path)
 
 
