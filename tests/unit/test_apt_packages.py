@@ -118,3 +118,40 @@ def test_a_second_import_of_installed_packages_asks_dpkg_nothing(tmp_path):
     # The query found coreutils installed after all: nothing to install, nothing pending.
     assert results["Apt packages | Install the missing ones (unknown)"].get("skipped") is True
     assert not any(result.get("changed") for result in results.values())
+
+
+def _background_job(command: str, names: list[str]) -> str:
+    """Tasks that start COMMAND in the background and record it the way the role's install.yml records its own."""
+    return (f"    - ansible.builtin.command: {command}\n"
+            "      async: 60\n      poll: 0\n      register: started\n"
+            "    - ansible.builtin.set_fact:\n"
+            "        apt_packages_installed: []\n"
+            f"        apt_packages_background_job: {{jid: '{{{{ started.ansible_job_id }}}}', names: [{', '.join(names)}], "
+            "label: early}\n")
+
+
+def test_an_import_waits_for_the_install_started_in_the_background(tmp_path):
+    """apt_packages_background: the host's next import with packages to look up
+    waits for the earlier import's background install (dpkg takes one caller at
+    a time), removes its record, and knows its packages without asking dpkg."""
+    async_dir = tmp_path / "async"
+    playbook = tmp_path / "play.yml"
+    playbook.write_text(_PLAY + _background_job("sleep 1", ["dpkg"]) + _import(["dpkg"], "later"))
+    results = {task["task"]["name"].split(" : ")[-1]: task["hosts"]["localhost"]
+               for task in run_local_playbook(playbook, env={"ANSIBLE_ASYNC_DIR": str(async_dir)})}
+    waited = results["Apt packages | Wait for the install started in the background (early)"]
+    assert waited["finished"] and waited["attempts"] >= 1 and not waited["changed"]
+    assert list(async_dir.iterdir()) == []  # the job's results file is gone
+    # dpkg is known installed from the job: no query, nothing to install
+    assert results["Apt packages | Query installed packages (later)"].get("skipped") is True
+    assert results["Apt packages | Install the missing ones (later)"].get("skipped") is True
+
+
+def test_a_failed_background_install_fails_the_import_that_waits(tmp_path):
+    playbook = tmp_path / "play.yml"
+    playbook.write_text(_PLAY + _background_job("/bin/false", ["dpkg"]) + _import(["dpkg"], "later"))
+    with pytest.raises(AssertionError) as failure:
+        run_local_playbook(playbook, env={"ANSIBLE_ASYNC_DIR": str(tmp_path / "async")})
+    # the job's own failure, reported at the wait
+    assert "Wait for the install started in the background (early)" in str(failure.value)
+    assert "non-zero return code" in str(failure.value)
