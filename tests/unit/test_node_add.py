@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 
 import pytest
+import yaml
 from click.testing import CliRunner
 
 from deepops_py import inventory as inv
@@ -15,6 +16,7 @@ from deepops_py import nodes, runner
 from deepops_py.cli import main
 from deepops_py.errors import InputError
 from deepops_py.run_results import HostResult, RunResult
+from local_playbook import REPO, run_local_playbook
 
 pytestmark = pytest.mark.usefixtures("test_specs")
 
@@ -154,9 +156,6 @@ def _computes_read_by_the_controller(tmp_path, targets: list[str]) -> dict[str, 
     expressions and the role's vars, rendered by Ansible: gpu01 and gpu02 have records
     from the last deploy, gpu04 has none, none has facts (all outside the controller's play).
     TARGETS: deepops_add_node_targets (a node add), or no such group where empty."""
-    import yaml
-    from local_playbook import REPO, run_local_playbook
-
     controller = yaml.safe_load((REPO / "roles/slurm/tasks/controller.yml").read_text())
     # each loop with its task's own vars
     loops = {task["name"]: (task["loop"], task.get("vars", {})) for task in controller if "loop" in task}
