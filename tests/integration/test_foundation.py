@@ -73,9 +73,6 @@ def test_deploy_did_real_work(cluster):
     assert cluster.ssh("gpu01", "dpkg-query -W -f='${Status}' chrony").stdout.endswith("installed")
     proxy = cluster.ssh("gpu01", "cat /etc/apt/apt.conf.d/01deepops-proxy").stdout
     assert "Acquire::http::Proxy" in proxy
-    # the Slurm packages the compute nodes installed in the background: installed, and their job's record removed
-    assert cluster.ssh("gpu01", "dpkg-query -W -f='${Status}' slurmd").stdout.endswith("installed")
-    assert cluster.ssh("gpu01", "ls -A /root/.ansible_async 2>/dev/null").stdout.strip() == ""
 
 
 def test_plan_after_deploy_changes_nothing(cluster):
