@@ -104,6 +104,13 @@ KEEPS_CONVERGED = (("plan",), ("status",), ("runs",), ("check",), ("validate",),
 PLAIN_DEPLOYS = (("deploy",), ("deploy", "--json"))
 
 
+def _text(output: bytes | str | None) -> str:
+    """A timed-out run's captured output: bytes even where the run asked for text."""
+    if isinstance(output, bytes):
+        return output.decode(errors="replace")
+    return output or ""
+
+
 class Cluster:
     """The virtual cluster under test, reached the way Ansible reaches it.
 
@@ -128,9 +135,16 @@ class Cluster:
         was_converged = self.converged
         if not any(args[:len(prefix)] == prefix for prefix in KEEPS_CONVERGED):
             self.converged = False  # also when the command times out
-        proc = subprocess.run(
-            [str(DEEPOPS), *args], cwd=REPO, env=self.env, capture_output=True, text=True, timeout=timeout
-        )
+        try:
+            proc = subprocess.run(
+                [str(DEEPOPS), *args], cwd=REPO, env=self.env, capture_output=True, text=True, timeout=timeout
+            )
+        except subprocess.TimeoutExpired as expired:
+            # Say where it hung: the progress lines (plays, task starts) end with the task that never ended.
+            raise AssertionError(
+                f"deepops {' '.join(args)} ran past {timeout} s; the end of what it printed:\n"
+                f"{_text(expired.stderr)[-6000:]}"
+            ) from None
         if args in PLAIN_DEPLOYS and proc.returncode == 0:
             self.converged = True
         elif was_converged and args[0] == "deploy" and proc.returncode == 0 and _changed_nothing(proc.stdout):
