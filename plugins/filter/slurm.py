@@ -12,6 +12,7 @@
 ``slurm_conf_lines``  {key: value} -> ``Key=value`` lines (lists joined with commas)
 ``slurm_nodes_to_resume``  ``sinfo`` + hosts + reasons -> nodes to resume
 ``slurm_node_states``  ``sinfo -N -o '%N|%T|%E'`` -> {node: [state, reason]}
+``slurm_nodes_not_up``  ``sinfo -N -o '%N|%t|%E'`` + nodes -> {node: why it is not up}
 
 The logic lives in ``plugins/module_utils/slurm_conf.py`` (pure Python, unit tested).
 """
@@ -35,6 +36,7 @@ _FILTERS = (
     "slurm_conf_lines",
     "slurm_nodes_to_resume",
     "slurm_node_states",
+    "slurm_nodes_not_up",
 )
 
 

@@ -383,6 +383,38 @@ def slurm_node_states(sinfo: str | Iterable[str]) -> dict[str, list[str]]:
     return found
 
 
+# What a compute node's short state (sinfo %t) says about its slurmd, for the
+# deploy's readiness wait (roles/slurm/tasks/ready.yml). Not registered, or its
+# registration refused (inval: fewer resources than slurm.conf gives it):
+_NOT_REGISTERED_STATES = ("down", "unk", "inval", "futr")
+# Registered but unable to answer now: not responding (*), powered off (~),
+# powering up (#), powering down (%), a reboot issued (^).
+_NOT_ANSWERING_SUFFIXES = "*~#%^"
+# Every other suffix and state is a node whose slurmd answers, whatever the
+# scheduler or an admin made of it: planned for a pending job (plnd, -),
+# reserved (resv, maint, $), drained (drain, drng), failed (fail, failg), a
+# reboot pending (@). A deploy leaves those states as they are.
+_STATE_SUFFIXES = "*~#!%$@^-"
+
+
+def slurm_nodes_not_up(sinfo: str | Iterable[str], nodes: Iterable[str]) -> dict[str, str]:
+    """``{node: "state (reason)"}`` for each of ``nodes`` whose slurmd has not registered or does not answer.
+
+    ``sinfo`` is ``sinfo -h -N -o '%N|%t|%E'`` output; a node it does not list is not up.
+    """
+    states = slurm_node_states(sinfo)
+    not_up = {}
+    for node in nodes:
+        if node not in states:
+            not_up[node] = "not known to slurmctld"
+            continue
+        state, reason = states[node]
+        base = state.rstrip(_STATE_SUFFIXES)
+        if base in _NOT_REGISTERED_STATES or any(flag in state[len(base):] for flag in _NOT_ANSWERING_SUFFIXES):
+            not_up[node] = f"{state} ({reason})" if reason and reason != "none" else state
+    return not_up
+
+
 def slurm_nodes_to_resume(sinfo: str, hosts: Iterable[str], reasons: Iterable[str]) -> list[str]:
     """Nodes of ``hosts`` that are down or drained for one of ``reasons``.
 
@@ -392,6 +424,6 @@ def slurm_nodes_to_resume(sinfo: str, hosts: Iterable[str], reasons: Iterable[st
     states = slurm_node_states(sinfo)
     return sorted(
         node for node in set(hosts) & states.keys()
-        if states[node][0].rstrip("*~#!%$@^-") in ("down", "drain", "drng")
+        if states[node][0].rstrip(_STATE_SUFFIXES) in ("down", "drain", "drng")
         and any(states[node][1].startswith(r) for r in reasons)
     )

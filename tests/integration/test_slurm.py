@@ -190,6 +190,22 @@ def test_munge_key_private_and_identical(cluster):
     assert len((secrets / "munge.key").read_bytes()) == 1024
 
 
+def test_a_deploy_leaves_a_drained_node_drained_without_waiting_for_it(cluster):
+    """A node an admin drained has a slurmd that answers: the deploy's readiness
+    wait takes it as up (it used to wait a minute for it, then fail the run)."""
+    node = cluster.computes[0]
+    reason = "it-test: an admin drained it"
+    _ctl(cluster, f"scontrol update nodename={node} state=drain reason='{reason}'")
+    try:
+        result = cluster.deepops("deploy", "--json")
+        assert result.rc == 0, result.stderr[-4000:]
+        row = _ctl(cluster, f"sinfo --noheader --Node --nodes={node} --format='%t|%E'").splitlines()[0]
+        state, _sep, kept = row.partition("|")
+        assert state in ("drain", "drng") and kept == reason, row
+    finally:
+        _ctl(cluster, f"scontrol update nodename={node} state=resume")
+
+
 def _drift_state(cluster, computes: list[str]) -> dict[str, str]:
     """What the drift test changes: slurm.conf, slurmd on the first compute node,
     the MUNGE key on the last."""

@@ -210,3 +210,43 @@ def test_node_states_from_sinfo_keep_a_reason_with_bars():
     sinfo = "gpu01|idle|none\ngpu03|drained|deepops node remove\ngpu04|mixed|a|b reason\n\nnot a row"
     assert slurm.slurm_node_states(sinfo) == slurm.slurm_node_states(sinfo.splitlines()) == {
         "gpu01": ["idle", "none"], "gpu03": ["drained", "deepops node remove"], "gpu04": ["mixed", "a|b reason"]}
+
+
+# sinfo -h -N -o '%N|%t|%E' rows of a busy cluster: every node here has a slurmd that answers.
+UP_ROWS = {
+    "idle": "idle|none", "mixed": "mix|none", "allocated": "alloc|none", "completing": "comp|none",
+    "planned": "plnd|none", "planned-flag": "mix-|none", "reserved": "resv|none", "maintenance": "maint|none",
+    "maint-flag": "idle$|none", "drained": "drain|disk swap", "draining": "drng|disk swap", "failed": "fail|psu",
+    "reboot-pending": "alloc@|none",
+}
+# ...and here it has not registered, its registration was refused, or it cannot answer now.
+NOT_UP_ROWS = {
+    "down": ("down|Not responding", "down (Not responding)"), "unknown": ("unk|none", "unk"),
+    "invalid": ("inval|gres/gpu count reported lower than configured (4 < 8)",
+                "inval (gres/gpu count reported lower than configured (4 < 8))"),
+    "future": ("futr|none", "futr"), "not-responding": ("idle*|none", "idle*"),
+    "drained-not-responding": ("drain*|disk swap", "drain* (disk swap)"), "powered-off": ("idle~|none", "idle~"),
+    "powering-up": ("idle#|none", "idle#"), "powering-down": ("idle%|none", "idle%"),
+    "rebooting": ("mix^|none", "mix^"),
+}
+
+
+def _sinfo(rows: dict[str, str]) -> str:
+    # Each node twice, as sinfo lists a node once per partition.
+    return "\n".join(f"{node}|{row}" for node, row in rows.items() for _partition in (1, 2))
+
+
+def test_a_node_is_up_when_slurmd_answers_whatever_an_admin_or_the_scheduler_made_of_it():
+    assert slurm.slurm_nodes_not_up(_sinfo(UP_ROWS), list(UP_ROWS)) == {}
+
+
+def test_a_node_is_not_up_until_slurmd_registered_and_answers_and_says_why():
+    rows = {node: row for node, (row, _why) in NOT_UP_ROWS.items()}
+    expected = {node: why for node, (_row, why) in NOT_UP_ROWS.items()}
+    assert slurm.slurm_nodes_not_up(_sinfo(rows).splitlines(), list(rows)) == expected
+
+
+def test_a_node_sinfo_does_not_list_is_not_up_and_other_nodes_are_not_judged():
+    sinfo = _sinfo({"gpu01": "idle|none", "gpu09": "down|Not responding"})
+    assert slurm.slurm_nodes_not_up(sinfo, ["gpu01", "gpu02"]) == {"gpu02": "not known to slurmctld"}
+    assert slurm.slurm_nodes_not_up("", []) == {}
