@@ -4,6 +4,9 @@ its own copy of the dpkg query, the install and the check-mode report."""
 
 from __future__ import annotations
 
+import os
+import subprocess
+import time
 from pathlib import Path
 
 import pytest
@@ -118,3 +121,60 @@ def test_a_second_import_of_installed_packages_asks_dpkg_nothing(tmp_path):
     # The query found coreutils installed after all: nothing to install, nothing pending.
     assert results["Apt packages | Install the missing ones (unknown)"].get("skipped") is True
     assert not any(result.get("changed") for result in results.values())
+
+
+REFRESH = REPO / "roles" / "apt_packages" / "files" / "refresh_lists.sh"
+
+
+def _refresh(tmp_path: Path, fake_apt_get: str, valid: int, stamp_age: int | None) -> subprocess.CompletedProcess:
+    """Run refresh_lists.sh as install.yml does (sh -c), with an apt-get stand-in that logs its calls."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir(exist_ok=True)
+    apt_get = bin_dir / "apt-get"
+    apt_get.write_text(f"#!/bin/sh\necho call >> {tmp_path}/calls\n{fake_apt_get}\n")
+    apt_get.chmod(0o755)
+    stamp, lists = tmp_path / "periodic" / "update-success-stamp", tmp_path / "lists"
+    lists.mkdir(exist_ok=True)
+    os.utime(lists, (time.time() - 86400, time.time() - 86400))
+    if stamp_age is not None:
+        stamp.parent.mkdir(exist_ok=True)
+        stamp.touch()
+        os.utime(stamp, (time.time() - stamp_age, time.time() - stamp_age))
+    return subprocess.run(
+        ["sh", "-c", REFRESH.read_text(), "refresh_lists", str(valid), "1", "3", str(stamp), str(lists)],
+        env={**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}"}, capture_output=True, text=True, timeout=60,
+    )
+
+
+def _calls(tmp_path: Path) -> int:
+    calls = tmp_path / "calls"
+    return len(calls.read_text().splitlines()) if calls.exists() else 0
+
+
+def test_fresh_lists_are_not_refreshed(tmp_path):
+    result = _refresh(tmp_path, "exit 0", valid=3600, stamp_age=60)
+    assert (result.returncode, _calls(tmp_path)) == (0, 0), result.stderr
+    assert result.stdout.startswith("fresh")
+
+
+def test_stale_lists_are_refreshed_and_the_stamp_touched(tmp_path):
+    result = _refresh(tmp_path, "exit 0", valid=3600, stamp_age=None)  # no stamp: the lists directory is a day old
+    assert (result.returncode, _calls(tmp_path)) == (0, 1), result.stderr
+    assert time.time() - (tmp_path / "periodic" / "update-success-stamp").stat().st_mtime < 60
+    # cache_valid_time 0 (a repository changed): refreshed whatever the stamp says
+    assert _refresh(tmp_path, "exit 0", valid=0, stamp_age=0).returncode == 0 and _calls(tmp_path) == 2
+
+
+def test_a_hung_update_is_stopped_and_tried_again(tmp_path):
+    # The first call hangs (as apt-get update did behind apt-cacher-ng), the second succeeds.
+    hangs_once = f'[ "$(wc -l < {tmp_path}/calls)" -gt 1 ] || exec sleep 30'
+    result = _refresh(tmp_path, hangs_once, valid=3600, stamp_age=None)
+    assert (result.returncode, _calls(tmp_path)) == (0, 2), result.stderr
+    assert "try 1 of 3: ran past 1 s; trying again" in result.stderr
+
+
+def test_an_update_that_keeps_failing_fails_after_its_tries(tmp_path):
+    result = _refresh(tmp_path, "exit 100", valid=3600, stamp_age=None)
+    assert (result.returncode, _calls(tmp_path)) == (1, 3)
+    assert "apt-get update failed 3 times, the last: exit code 100" in result.stderr
+    assert not (tmp_path / "periodic" / "update-success-stamp").exists()
