@@ -394,6 +394,7 @@ _NOT_ANSWERING_SUFFIXES = "*~#%^"
 # scheduler or an admin made of it: planned for a pending job (plnd, -),
 # reserved (resv, maint, $), drained (drain, drng), failed (fail, failg), a
 # reboot pending (@). A deploy leaves those states as they are.
+# Every suffix sinfo may append to a state, answering or not:
 _STATE_SUFFIXES = "*~#!%$@^-"
 
 
