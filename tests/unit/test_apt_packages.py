@@ -48,7 +48,12 @@ def test_every_import_passes_options_of_the_role_spec():
         assert task["ansible.builtin.import_role"].get("rolespec_validate") is False, where
         variables = task["vars"]
         assert set(variables) <= set(options), where
-        assert {"apt_packages_names", "apt_packages_label"} <= set(variables), where
+        if task["ansible.builtin.import_role"].get("tasks_from") == "refresh":
+            # The lists only, before the caller's own apt call: no packages.
+            assert set(variables) == {"apt_packages_label", "apt_packages_cache_valid_time"}, where
+        else:
+            assert "tasks_from" not in task["ansible.builtin.import_role"], where
+            assert {"apt_packages_names", "apt_packages_label"} <= set(variables), where
         for name, value in variables.items():
             if isinstance(value, str) and "{{" in value:
                 continue  # the caller's own variable, rendered at run time
@@ -65,6 +70,53 @@ def test_the_idiom_is_written_once():
         if any(query in path.read_text() for query in ("dpkg-query", "dpkg_query_argv")) and "python3-apt" in path.read_text()
     )
     assert set(holders) == {"apt_packages"}
+
+
+def test_no_role_refreshes_the_lists_through_apts_module():
+    """apt's module refreshes with no time limit (refresh_lists.sh says why the
+    lists are refreshed bounded): every role that installs through the module
+    itself imports apt_packages' refresh first, and no apt call sets update_cache."""
+    def apt_calls(node):
+        if isinstance(node, dict):
+            if isinstance(node.get("ansible.builtin.apt"), dict):
+                yield node["ansible.builtin.apt"]
+            for value in node.values():
+                yield from apt_calls(value)
+        elif isinstance(node, list):
+            for item in node:
+                yield from apt_calls(item)
+
+    refreshing = sorted(str(path.relative_to(REPO)) for path in REPO.glob("roles/*/tasks/*.yml")
+                        for call in apt_calls(yaml.safe_load(path.read_text())) if "update_cache" in call)
+    assert refreshing == []
+    importers = {where.split("/")[1] for where, task in _every_import()
+                 if task["ansible.builtin.import_role"].get("tasks_from") == "refresh"}
+    assert importers == {"alertmanager", "dcgm_exporter", "grafana", "node_exporter", "nvidia_driver", "prometheus"}
+
+
+def test_the_lists_are_refreshed_once_per_host_and_run(tmp_path):
+    """refresh.yml runs its script at the first import in a run that is not
+    skipped by its caller; a later import
+    with lists valid for an hour skips it, one after a repository change (0)
+    runs it again, and a caller's skipped import in between (which registers a
+    skip over the script's result) does not make the next one run it again."""
+    stamp = tmp_path / "update-success-stamp"
+    stamp.touch()  # fresh: the script reports so and calls no apt-get
+
+    def refresh(label: str, valid: int, when: str = "true") -> str:
+        return ("    - ansible.builtin.import_role: {name: apt_packages, tasks_from: refresh}\n"
+                f"      vars: {{apt_packages_label: {label}, apt_packages_cache_valid_time: {valid},"
+                f" _apt_packages_update_stamp: {stamp}}}\n"
+                f"      when: {when}\n")
+
+    results = _run_locally(tmp_path, _PLAY + refresh("caller skips first", 3600, when="false")
+                           + refresh("first", 3600) + refresh("again", 3600)
+                           + refresh("repository", 0) + refresh("caller skips", 3600, when="false")
+                           + refresh("after a skip", 3600))
+    ran = {label: "skipped" not in results[f"Apt packages | Refresh the package lists ({label})"]
+           for label in ("caller skips first", "first", "again", "repository", "caller skips", "after a skip")}
+    assert ran == {"caller skips first": False, "first": True, "again": False, "repository": True, "caller skips": False, "after a skip": False}
+    assert results["Apt packages | Refresh the package lists (first)"]["stdout"].startswith("fresh")
 
 
 def test_role_inputs_and_allow_duplicates():
