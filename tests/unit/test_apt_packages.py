@@ -178,7 +178,8 @@ def test_a_second_import_of_installed_packages_asks_dpkg_nothing(tmp_path):
 REFRESH = REPO / "roles" / "apt_packages" / "files" / "refresh_lists.sh"
 
 
-def _refresh(tmp_path: Path, fake_apt_get: str, valid: int, stamp_age: int | None) -> subprocess.CompletedProcess:
+def _refresh(tmp_path: Path, fake_apt_get: str, valid: int, stamp_age: int | None, limit: int = 1,
+             stall: int = 60) -> subprocess.CompletedProcess:
     """Run refresh_lists.sh as install.yml does (sh -c), with an apt-get stand-in that logs its calls."""
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir(exist_ok=True)
@@ -193,7 +194,8 @@ def _refresh(tmp_path: Path, fake_apt_get: str, valid: int, stamp_age: int | Non
         stamp.touch()
         os.utime(stamp, (time.time() - stamp_age, time.time() - stamp_age))
     return subprocess.run(
-        ["sh", "-c", REFRESH.read_text(), "refresh_lists", str(valid), "1", "3", str(stamp), str(lists)],
+        ["sh", "-c", REFRESH.read_text(), "refresh_lists", str(valid), str(limit), str(stall), "3", str(stamp),
+         str(lists)],
         env={**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}"}, capture_output=True, text=True, timeout=60,
     )
 
@@ -223,6 +225,27 @@ def test_a_hung_update_is_stopped_and_tried_again(tmp_path):
     result = _refresh(tmp_path, hangs_once, valid=3600, stamp_age=None)
     assert (result.returncode, _calls(tmp_path)) == (0, 2), result.stderr
     assert "try 1 of 3: ran past 1 s; trying again" in result.stderr
+
+
+def test_an_update_without_progress_is_stopped_before_its_limit(tmp_path):
+    # The first call writes nothing and hangs (as apt-get update did behind
+    # apt-cacher-ng, 3 of 17 hosts refreshing at once); the second succeeds.
+    hangs_once = f'[ "$(wc -l < {tmp_path}/calls)" -gt 1 ] || exec sleep 60'
+    started = time.monotonic()
+    result = _refresh(tmp_path, hangs_once, valid=3600, stamp_age=None, limit=50, stall=2)
+    assert (result.returncode, _calls(tmp_path)) == (0, 2), result.stderr
+    assert "try 1 of 3: no progress for 2 s; trying again" in result.stderr
+    assert time.monotonic() - started < 30
+
+
+def test_a_slow_update_that_makes_progress_is_left_to_finish(tmp_path):
+    # Writes a partial list a little at a time for 4 s, longer than the stall
+    # window (2 s) but never 2 s without a byte: one call, not stopped.
+    (tmp_path / "lists" / "partial").mkdir(parents=True)
+    slow = (f'for i in 1 2 3 4 5 6 7 8; do printf x >> {tmp_path}/lists/partial/Packages; sleep 0.5; done')
+    result = _refresh(tmp_path, slow, valid=3600, stamp_age=None, limit=50, stall=2)
+    assert (result.returncode, _calls(tmp_path)) == (0, 1), result.stderr
+    assert result.stdout.strip().endswith("refreshed")
 
 
 def test_an_update_that_keeps_failing_fails_after_its_tries(tmp_path):
