@@ -95,11 +95,11 @@ def test_no_role_refreshes_the_lists_through_apts_module():
 
 
 def test_the_lists_are_refreshed_once_per_host_and_run(tmp_path):
-    """refresh.yml runs its script at the first import in a run that is not
-    skipped by its caller; a later import
-    with lists valid for an hour skips it, one after a repository change (0)
-    runs it again, and a caller's skipped import in between (which registers a
-    skip over the script's result) does not make the next one run it again."""
+    """refresh.yml runs its script at the first import in a run that its caller
+    does not skip; a later import with lists valid for an hour skips it, one
+    after a repository change (0) runs it again, and a caller's skipped import
+    in between (which registers a skip over the script's result) does not make
+    the next one run it again."""
     stamp = tmp_path / "update-success-stamp"
     stamp.touch()  # fresh: the script reports so and calls no apt-get
 
@@ -180,7 +180,7 @@ REFRESH = REPO / "roles" / "apt_packages" / "files" / "refresh_lists.sh"
 
 def _refresh(tmp_path: Path, fake_apt_get: str, valid: int, stamp_age: int | None, limit: int = 1,
              stall: int = 60) -> subprocess.CompletedProcess:
-    """Run refresh_lists.sh as install.yml does (sh -c), with an apt-get stand-in that logs its calls."""
+    """Run refresh_lists.sh as tasks/refresh.yml does (sh -c), with an apt-get stand-in that logs its calls."""
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir(exist_ok=True)
     apt_get = bin_dir / "apt-get"

@@ -19,35 +19,46 @@ if [ "$age" -lt "$valid" ]; then
   exit 0
 fi
 out=$(mktemp)
-trap 'rm -f "$out"' EXIT
+trap 'rm -f "$out" "$out.stalled"' EXIT
 # The bytes written so far: apt's output and the partial lists (a file
 # leaving partial/ when complete changes the sum too).
 progress() {
   stat -c %s -- "$out" "$lists"/partial/* 2>/dev/null | awk '{ s += $1 } END { print s + 0 }'
 }
-try=1
-while :; do
-  : > "$out"
-  timeout --kill-after=10 "$limit" apt-get update -q > "$out" 2>&1 &
-  pid=$!
-  last=$(progress) quiet=0 stalled=0
-  while kill -0 "$pid" 2>/dev/null; do
-    sleep 1
+# Beside the update (PID): stop it after STALL seconds without progress,
+# leaving $out.stalled. The update is waited for directly, so one that ends
+# is seen at once, not at the watcher's next tick.
+watch_progress() {
+  last=$(progress) quiet=0
+  while sleep 1; do
     now=$(progress)
     if [ "$now" != "$last" ]; then
       last=$now quiet=0
     else
       quiet=$((quiet + 1))
       if [ "$quiet" -ge "$stall" ]; then
-        stalled=1
-        kill "$pid" 2>/dev/null
-        break
+        touch "$out.stalled"
+        kill "$1"
+        return
       fi
     fi
   done
-  wait "$pid"
+}
+try=1
+while :; do
+  # Emptied before the start, so the watcher's first read is the baseline.
+  : > "$out"
+  rm -f "$out.stalled"
+  timeout --kill-after=10 "$limit" apt-get update -q > "$out" 2>&1 &
+  pid=$!
+  watch_progress "$pid" > /dev/null 2>&1 &
+  watcher=$!
+  wait "$pid" 2>/dev/null  # not the shell's "Terminated" for a stopped update
   rc=$?
+  kill "$watcher" 2>/dev/null
   cat "$out"
+  stalled=0
+  [ -e "$out.stalled" ] && stalled=1
   if [ "$stalled" -eq 0 ] && [ "$rc" -eq 0 ]; then
     mkdir -p "$(dirname "$stamp")" && touch "$stamp"
     echo "refreshed"
