@@ -70,6 +70,12 @@ BindAddress: 0.0.0.0
 CacheDir: /var/cache/apt-cacher-ng
 LogDir: /var/log/apt-cacher-ng
 ExThreshold: 14
+# apt-cacher-ng 3.7 counts an index file whose download has not begun yet as
+# stuck (as if begun more than this many seconds ago). When several nodes ask for
+# one InRelease in the same second, the second moves the first's item aside
+# under the name the first just used, fails, and answers 503; apt 2.6 then
+# hangs after "Ign: ... InRelease". The largest value turns the check off.
+ResponseFreezeDetectTime: 2147483647
 """
 
 
