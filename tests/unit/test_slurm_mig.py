@@ -338,3 +338,33 @@ def test_the_mig_resume_reads_node_states_as_slurm_ready_does():
     assert imports["resume.yml"]["vars"]["_mig_nodes_read"] == "{{ _slurm_nodes_read_at_start }}"
     handed = imports["ready"]["vars"]["_slurm_ready_nodes_read"]
     assert "_slurm_nodes_read_at_start" in handed and "__mig_sinfo" in handed
+
+
+def test_the_readiness_wait_reads_again_after_the_mig_resume_resumed_a_node():
+    """The read the MIG resume made shows the nodes it then resumed as drained,
+    which the readiness wait counts as up: handed on, the wait would go by it
+    instead of looking at the nodes after their resume. ready.yml gets no read
+    (and makes its own) where the resume changed a node, the earlier read
+    otherwise."""
+    from ansible.parsing.dataloader import DataLoader
+    from ansible.template import Templar, trust_as_template
+
+    play = yaml.safe_load((ROLE.parents[1] / "playbooks" / "components" / "slurm.yml").read_text())
+    imports = {task["ansible.builtin.import_role"].get("tasks_from"): task for entry in play
+               for task in entry.get("tasks", []) if "ansible.builtin.import_role" in task}
+    handed = imports["ready"]["vars"]["_slurm_ready_nodes_read"]
+    resume = yaml.safe_load((ROLE.parent / "mig" / "tasks" / "resume.yml").read_text())
+    assert [task for task in resume if task.get("register") == "__mig_resumed"]
+
+    def read(**variables):
+        return Templar(loader=DataLoader(), variables=variables).template(trust_as_template(handed))
+
+    at_start = {"rc": 0, "stdout": "gpu02|idle|none"}
+    mig_read = {"rc": 0, "stdout": "gpu02|drain|deepops: MIG layout change"}
+    resumed = {"changed": True, "results": [{"changed": True, "item": "gpu02"}]}
+    none_resumed = {"changed": False, "skipped": True, "results": []}
+    assert read(_slurm_nodes_read_at_start=at_start) == at_start
+    assert read(_slurm_nodes_read_at_start=at_start, __mig_resumed=none_resumed) == at_start
+    assert read(_slurm_nodes_read_at_start={}, __mig_sinfo=mig_read, __mig_resumed=none_resumed) == mig_read
+    assert read(_slurm_nodes_read_at_start={}, __mig_sinfo=mig_read, __mig_resumed=resumed) == {}
+    assert read(_slurm_nodes_read_at_start=at_start, __mig_resumed=resumed) == {}
