@@ -318,6 +318,13 @@ def test_a_mig_profile_or_device_file_cannot_break_out_of_its_line(attack):
             slurm.slurm_gres_lines(records)
 
 
+def _slurm_play_imports() -> dict[str, dict]:
+    """The Slurm plays' role imports (playbooks/components/slurm.yml), by the tasks file they import."""
+    play = yaml.safe_load((ROLE.parents[1] / "playbooks" / "components" / "slurm.yml").read_text())
+    return {task["ansible.builtin.import_role"].get("tasks_from"): task for entry in play
+            for task in entry.get("tasks", []) if "ansible.builtin.import_role" in task}
+
+
 def test_the_mig_resume_reads_node_states_as_slurm_ready_does():
     """The deploy hands the controller's first read of the nodes' states to the
     MIG resume, and the read the resume used to slurm's ready.yml, in place of
@@ -332,9 +339,7 @@ def test_the_mig_resume_reads_node_states_as_slurm_ready_does():
     assert "{'name': 'nodes', 'argv': _slurm_sinfo_nodes_argv" in first_read["deepops.cluster.host_reads"]["commands"]
     assert "__slurm_controller_reads.commands.nodes" in slurm_vars["_slurm_nodes_read_at_start"]
     assert "_mig_nodes_read" in mig_vars["_mig_sinfo"] and "__mig_sinfo" in mig_vars["_mig_sinfo"]
-    play = yaml.safe_load((ROLE.parents[1] / "playbooks" / "components" / "slurm.yml").read_text())
-    imports = {task["ansible.builtin.import_role"].get("tasks_from"): task for entry in play
-               for task in entry.get("tasks", []) if "ansible.builtin.import_role" in task}
+    imports = _slurm_play_imports()
     assert imports["resume.yml"]["vars"]["_mig_nodes_read"] == "{{ _slurm_nodes_read_at_start }}"
     handed = imports["ready"]["vars"]["_slurm_ready_nodes_read"]
     assert "_slurm_nodes_read_at_start" in handed and "__mig_sinfo" in handed
@@ -349,9 +354,7 @@ def test_the_readiness_wait_reads_again_after_the_mig_resume_resumed_a_node():
     from ansible.parsing.dataloader import DataLoader
     from ansible.template import Templar, trust_as_template
 
-    play = yaml.safe_load((ROLE.parents[1] / "playbooks" / "components" / "slurm.yml").read_text())
-    imports = {task["ansible.builtin.import_role"].get("tasks_from"): task for entry in play
-               for task in entry.get("tasks", []) if "ansible.builtin.import_role" in task}
+    imports = _slurm_play_imports()
     handed = imports["ready"]["vars"]["_slurm_ready_nodes_read"]
     resume = yaml.safe_load((ROLE.parent / "mig" / "tasks" / "resume.yml").read_text())
     assert [task for task in resume if task.get("register") == "__mig_resumed"]
