@@ -20,7 +20,7 @@ import urllib.parse
 from pathlib import Path
 
 import pytest
-from aptrepo import FakePackage, build_repo, make_signing_key
+from aptrepo import FakePackage, build_repo, signing_key
 from polling import wait_for
 
 REPO = Path(__file__).resolve().parents[2]
@@ -158,16 +158,15 @@ def grafana_package() -> FakePackage:
 
 
 def _grafana_repo_into_controller(cluster) -> None:
-    work = Path(tempfile.mkdtemp(prefix="deepops-grafana-repo-"))
-    home = work / "gnupg"
-    make_signing_key(home)
-    build_repo(work / "repo", [grafana_package()], signing_home=home)
-    armored = subprocess.run(["gpg", "--homedir", str(home), "--armor", "--export"], check=True, capture_output=True).stdout
-    (work / "repo" / "gpg.key").write_bytes(armored)
-    subprocess.run(["gpgconf", "--homedir", str(home), "--kill", "all"], capture_output=True)
-    cluster.ssh("ctl01", f"rm -rf {REMOTE_REPO} && mkdir -p /srv")
-    subprocess.run(["docker", "cp", str(work / "repo"), f"{cluster.container('ctl01')}:{REMOTE_REPO}"],
-                   check=True, capture_output=True)
+    with tempfile.TemporaryDirectory(prefix="deepops-grafana-repo-") as work, signing_key() as (home, _):
+        repo = Path(work) / "repo"
+        build_repo(repo, [grafana_package()], signing_home=home)
+        armored = subprocess.run(["gpg", "--homedir", str(home), "--armor", "--export"], check=True,
+                                 capture_output=True).stdout
+        (repo / "gpg.key").write_bytes(armored)
+        cluster.ssh("ctl01", f"rm -rf {REMOTE_REPO} && mkdir -p /srv")
+        subprocess.run(["docker", "cp", str(repo), f"{cluster.container('ctl01')}:{REMOTE_REPO}"],
+                       check=True, capture_output=True)
     cluster.ssh("ctl01", f"chmod -R a+rX {REMOTE_REPO}")
 
 

@@ -10,8 +10,10 @@ API:
   repository (sources line ``deb URL /``, as NVIDIA's CUDA repository is laid
   out) with Packages, Packages.gz and Release; InRelease and Release.gpg too
   when a GnuPG home with a secret key is given.
-- ``make_signing_key(home) -> bytes``: a throwaway signing key; returns the
-  public key (binary, for a keyring package or ``signed-by=``).
+- ``signing_key()``: a context manager holding a throwaway signing key in a
+  temporary GnuPG home; yields ``(home, public key)`` (binary, for a keyring
+  package or ``signed-by=``). The home, its secret key and its agent are
+  gone on exit.
 - ``serve(directory, bind="0.0.0.0", port=0)``: a context manager running an
   HTTP server in a thread; ``RepoServer.url(host)``.
   ``docker_gateway(network)`` is the host's address as containers on that
@@ -151,15 +153,21 @@ def build_repo(directory: Path, packages: Sequence[FakePackage], *, signing_home
     return directory
 
 
-def make_signing_key(home: Path) -> bytes:
-    """Generate a throwaway signing key in GnuPG home ``home``; return its public key (binary)."""
-    home = Path(home)
-    home.mkdir(parents=True, exist_ok=True, mode=0o700)
-    home.chmod(0o700)
-    gpg = ["gpg", "--homedir", str(home), "--batch", "--yes", "--pinentry-mode", "loopback", "--passphrase", ""]
-    subprocess.run([*gpg, "--quick-gen-key", "deepops test repository <tests@deepops.invalid>", "ed25519", "sign", "never"],
-                   check=True, capture_output=True)
-    return subprocess.run([*gpg, "--export"], check=True, capture_output=True).stdout
+@contextlib.contextmanager
+def signing_key() -> Iterator[tuple[Path, bytes]]:
+    """A throwaway signing key in a temporary GnuPG home: yields the home and the
+    public key (binary). On exit the agent the key started is stopped and the home,
+    secret key included, removed."""
+    with tempfile.TemporaryDirectory(prefix="deepops-gpg-") as name:
+        home = Path(name)
+        gpg = ["gpg", "--homedir", name, "--batch", "--yes", "--pinentry-mode", "loopback", "--passphrase", ""]
+        try:
+            subprocess.run([*gpg, "--quick-gen-key", "deepops test repository <tests@deepops.invalid>", "ed25519", "sign",
+                            "never"], check=True, capture_output=True)
+            yield home, subprocess.run([*gpg, "--export"], check=True, capture_output=True).stdout
+        finally:
+            # The agent's sockets live in the home; stopped first, the removal finds none.
+            subprocess.run(["gpgconf", "--homedir", name, "--kill", "all"], capture_output=True)
 
 
 # --------------------------------------------------------------------------
@@ -427,12 +435,10 @@ def nvidia_repo(directory: Path, distro: str = "debian12") -> Path:
     """A signed stand-in of NVIDIA's CUDA repository in ``directory`` (with cuda-keyring_1.1-1_all.deb at its top),
     and the stand-in nccl-tests release archive under ``directory/nccl-tests/``."""
     directory = Path(directory)
-    home = Path(tempfile.mkdtemp(prefix="deepops-gpg-"))
-    public_key = make_signing_key(home)
-    build_repo(directory, nvidia_packages(public_key, distro), signing_home=home)
+    with signing_key() as (home, public_key):
+        build_repo(directory, nvidia_packages(public_key, distro), signing_home=home)
     # NVIDIA publishes the keyring package at the repository's top level.
     (directory / "cuda-keyring_1.1-1_all.deb").write_bytes((directory / "pool" / "cuda-keyring_1.1-1_all.deb").read_bytes())
-    subprocess.run(["gpgconf", "--homedir", str(home), "--kill", "all"], capture_output=True)
     nccl_tests_source(directory / "nccl-tests")
     return directory
 

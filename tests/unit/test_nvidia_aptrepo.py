@@ -8,6 +8,7 @@ import hashlib
 import shutil
 import subprocess
 import sys
+import tempfile
 import urllib.request
 from pathlib import Path
 
@@ -32,8 +33,21 @@ def _stanzas(index: str) -> list[dict[str, str]]:
 
 
 @pytest.fixture(scope="module")
-def nvidia(tmp_path_factory) -> Path:
-    return aptrepo.nvidia_repo(tmp_path_factory.mktemp("repo") / "nvidia", "debian12")
+def scratch(tmp_path_factory) -> Path:
+    """Python's temporary directory while the repository is built (what it leaves there)."""
+    return tmp_path_factory.mktemp("tmp")
+
+
+@pytest.fixture(scope="module")
+def nvidia(tmp_path_factory, scratch) -> Path:
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(tempfile, "tempdir", str(scratch))
+        return aptrepo.nvidia_repo(tmp_path_factory.mktemp("repo") / "nvidia", "debian12")
+
+
+def test_the_signing_key_is_not_left_behind(nvidia, scratch):
+    # Its GnuPG home held the secret key; one was left in /tmp per build.
+    assert list(scratch.iterdir()) == []
 
 
 def test_index_lists_every_package_with_its_real_name_and_a_matching_hash(nvidia):
