@@ -151,11 +151,12 @@ def test_cli_bad_input_exits_2_and_runs_nothing(write_inventory, fake, args, wor
     assert runs.requests == []
 
 
-def _computes_read_by_the_controller(tmp_path, targets: list[str]) -> dict[str, list[str]]:
+def computes_read_by_the_controller(tmp_path, targets: list[str], group: str = "deepops_add_node_targets",
+                                    ) -> dict[str, list[str]]:
     """The hosts whose facts tasks/controller.yml reads and warns about, with its own
     expressions and the role's vars, rendered by Ansible: gpu01 and gpu02 have records
     from the last deploy, gpu04 has none, none has facts (all outside the controller's play).
-    TARGETS: deepops_add_node_targets (a node add), or no such group where empty."""
+    TARGETS: the run's GROUP (deepops_add_node_targets: a node add), or no such group where empty."""
     controller = yaml.safe_load((REPO / "roles/slurm/tasks/controller.yml").read_text())
     # each loop with its task's own vars
     loops = {task["name"]: (task["loop"], task.get("vars", {})) for task in controller if "loop" in task}
@@ -164,7 +165,7 @@ def _computes_read_by_the_controller(tmp_path, targets: list[str]) -> dict[str, 
     grouping = {"hosts": "localhost", "connection": "local", "gather_facts": False, "tasks": [
         *({"ansible.builtin.add_host": {"name": name, "groups": ["deepops_slurm_compute"]}}
           for name in ("gpu01", "gpu02", "gpu03", "gpu04")),
-        *({"ansible.builtin.add_host": {"name": name, "groups": ["deepops_add_node_targets"]}} for name in targets),
+        *({"ansible.builtin.add_host": {"name": name, "groups": [group]}} for name in targets),
     ]}
     play = {
         "hosts": "localhost", "connection": "local", "gather_facts": False,
@@ -186,11 +187,11 @@ def test_node_add_keeps_the_other_nodes_recorded_definitions(tmp_path):
     """A node add reads the facts of the new node and of a compute node never
     deployed, not of the ones recorded by the last deploy (they keep their
     definitions), and warns about none of them."""
-    assert _computes_read_by_the_controller(tmp_path, ["gpu03"]) == {"read": ["gpu03", "gpu04"], "warn": []}
+    assert computes_read_by_the_controller(tmp_path, ["gpu03"]) == {"read": ["gpu03", "gpu04"], "warn": []}
 
 
 def test_a_run_outside_node_add_reads_every_compute_node_outside_it(tmp_path):
     """--limit: every compute node outside the run is read; a recorded one whose
     read brings no facts (unreachable) is the one warned about."""
-    assert _computes_read_by_the_controller(tmp_path, []) == {
+    assert computes_read_by_the_controller(tmp_path, []) == {
         "read": ["gpu01", "gpu02", "gpu03", "gpu04"], "warn": ["gpu01", "gpu02"]}

@@ -11,6 +11,7 @@ import json
 
 import pytest
 from click.testing import CliRunner
+from test_node_add import computes_read_by_the_controller
 
 from deepops_py import inventory as inv
 from deepops_py import nodes, runner
@@ -217,3 +218,12 @@ def test_cli_bad_input_exits_2_and_runs_nothing(write_inventory, fake, args, wor
     for word in words:
         assert word in result.output, result.output
     assert runs.requests == []
+
+
+def test_node_remove_keeps_the_remaining_nodes_recorded_definitions(tmp_path):
+    """A node remove (the removed gpu05 is out of deepops_slurm_compute; its targets hold
+    every member) reads the facts only of the compute nodes without a record from the
+    last deploy, and warns about none: the others keep their definitions."""
+    targets = ["gpu05", "ctl01", "gpu01", "gpu02", "gpu03", "gpu04"]
+    assert computes_read_by_the_controller(tmp_path, targets, "deepops_remove_node_targets") == {
+        "read": ["gpu03", "gpu04"], "warn": []}
