@@ -11,6 +11,8 @@ Measures, through the real CLI, as a user would run it:
     and every run's seconds, since single runs on a small machine swing by
     a second or more,
   - adding a node (virtual up --compute N+1, then deepops node add of it),
+  - removing that node again (deepops node remove --yes; it stays in the
+    virtual cluster's inventory, so with --keep a later deploy adds it back),
 and, in-process, rendering slurm.conf and gres.conf for 10,000 nodes with the
 slurm role's templates and filters.
 
@@ -202,7 +204,11 @@ def cluster_benchmarks(compute: int, keep: bool, cold: bool, cache_dir: Path, re
         results["plan_converged"] = {**median_run(plans).summary(), "runs_s": [round(run.seconds, 1) for run in plans]}
         results["virtual_grow_s"] = round(_deepops(env, "virtual", "up", "--compute", str(compute + 1)).seconds, 1)
         new_node = f"gpu{compute + 1:02d}"
-        results["add_node"] = {"node": new_node, **_deepops(env, "node", "add", new_node, "--json").summary()}
+        added = _deepops(env, "node", "add", new_node, "--json")
+        results["add_node"] = {"node": new_node, **added.summary()}
+        if added.rc == 0:
+            removed = _deepops(env, "node", "remove", new_node, "--yes", "--json")
+            results["remove_node"] = {"node": new_node, **removed.summary()}
     finally:
         if not keep:
             _deepops(env, "virtual", "down")
