@@ -8,6 +8,11 @@ path). The kernel releases it when the holding process ends, however it ends
 (SIGKILL and a crash included): a lock whose holder is gone is simply free,
 and the next run takes it and overwrites the old holder's record. The file
 records who holds it, so a second run can name that run.
+
+A command made of several runs (``deepops upgrade``, one run per step) takes
+the lock once around all of them: within the process that holds it, taking
+it again is the same lock, released only by the outermost holder, so no
+other command slips in between two steps.
 """
 
 from __future__ import annotations
@@ -57,10 +62,20 @@ class InventoryLock:
         _write_record(self._handle, self._record)
 
 
+# The locks this process holds, by lock file: a nested inventory_lock gets the held one.
+_held: dict[Path, InventoryLock] = {}
+
+
 @contextmanager
 def inventory_lock(inventory: Path, command: str, *, wait: bool = False) -> Iterator[InventoryLock]:
-    """Hold INVENTORY's lock for the body. Busy: wait (WAIT) or raise DeepopsError naming the holder."""
+    """Hold INVENTORY's lock for the body. Busy: wait (WAIT) or raise DeepopsError naming the holder.
+
+    Already held by this process: the body runs under that lock, which stays held after it.
+    """
     path = lock_path(inventory)
+    if path in _held:
+        yield _held[path]
+        return
     paths.make_dir(path.parent)
     # O_CLOEXEC (Python's default): ansible-playbook never inherits the lock,
     # so it is released with this process and not kept by a child.
@@ -84,9 +99,11 @@ def inventory_lock(inventory: Path, command: str, *, wait: bool = False) -> Iter
             "started": datetime.now(timezone.utc).isoformat(timespec="seconds"),
         }
         _write_record(handle, record)
+        _held[path] = InventoryLock(handle, record)
         try:
-            yield InventoryLock(handle, record)
+            yield _held[path]
         finally:
+            del _held[path]
             handle.truncate(0)
             fcntl.flock(handle, fcntl.LOCK_UN)
 

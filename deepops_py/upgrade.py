@@ -107,18 +107,21 @@ def run_steps(cluster: Cluster, steps: list[dict[str, Any]], *, json_output: boo
               **options) -> list[StepRun]:
     """Run the steps in order, stopping after the first that does not succeed; returns the runs made.
 
-    ANNOUNCE, when given, is called with each step's line before its run.
+    The inventory's lock is held from the first step to the last, so no other
+    deepops command runs between two steps. ANNOUNCE, when given, is called
+    with each step's line before its run.
     """
-    from deepops_py import runner
+    from deepops_py import locks, runner
 
     done: list[StepRun] = []
-    for line, step in zip(step_lines(steps), steps):
-        if announce is not None:
-            announce(line)
-        result = runner.run_playbook(build_request(cluster, step["hosts"], **options), json_output=json_output)
-        done.append(StepRun(step, result))
-        if not result.ok:
-            break
+    with locks.inventory_lock(Path(cluster.inventory), "upgrade", wait=options.get("wait", False)):
+        for line, step in zip(step_lines(steps), steps):
+            if announce is not None:
+                announce(line)
+            result = runner.run_playbook(build_request(cluster, step["hosts"], **options), json_output=json_output)
+            done.append(StepRun(step, result))
+            if not result.ok:
+                break
     return done
 
 

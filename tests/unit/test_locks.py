@@ -43,6 +43,13 @@ def hold_lock(inventory: Path, *, seconds: float = 60) -> subprocess.Popen:
     return process
 
 
+def taken_elsewhere(inventory: Path) -> bool:
+    """Whether another process would find INVENTORY's lock taken."""
+    script = "import fcntl, sys; fcntl.flock(open(sys.argv[1], 'a'), fcntl.LOCK_EX | fcntl.LOCK_NB)"
+    return subprocess.run([sys.executable, "-c", script, str(locks.lock_path(inventory))],
+                          capture_output=True).returncode != 0
+
+
 def test_a_second_run_on_the_same_inventory_is_refused_naming_the_holder(tmp_path):
     inventory = tmp_path / "inventory.yml"
     holder = hold_lock(inventory)
@@ -95,6 +102,19 @@ def test_the_lock_is_released_after_a_run_and_not_inherited(tmp_path):
     assert locks.lock_path(inventory).read_text() == ""
     with locks.inventory_lock(inventory, "deploy"):
         pass
+
+
+def test_taking_the_lock_again_in_the_holding_process_is_the_held_lock(tmp_path):
+    # deepops upgrade holds it around its steps, each of which takes it again to run
+    inventory = tmp_path / "inventory.yml"
+    with locks.inventory_lock(inventory, "upgrade") as outer:
+        with locks.inventory_lock(inventory, "upgrade") as inner:
+            assert inner is outer
+            inner.record_run("20261206-000000-upgrade-0001")
+        assert taken_elsewhere(inventory)  # the inner release released nothing
+        assert '"run_id": "20261206-000000-upgrade-0001"' in locks.lock_path(inventory).read_text()
+    assert not taken_elsewhere(inventory)
+    assert locks.lock_path(inventory).read_text() == ""
 
 
 def test_deploy_on_a_locked_inventory_exits_75_and_starts_nothing(write_inventory, monkeypatch):

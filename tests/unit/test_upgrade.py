@@ -17,10 +17,11 @@ from ansible_collections.deepops.cluster.plugins.module_utils import rolling_upg
 from click.testing import CliRunner
 
 from deepops_py import inventory as inv
-from deepops_py import runner, upgrade
+from deepops_py import locks, runner, upgrade
 from deepops_py.cli import main
 from deepops_py.errors import InputError
 from deepops_py.run_results import HostResult, RunResult
+from test_locks import taken_elsewhere
 
 pytestmark = pytest.mark.usefixtures("test_specs")
 REPO = Path(__file__).resolve().parents[2]
@@ -167,7 +168,9 @@ class FakeRunner:
 
 
 @pytest.fixture
-def fake(monkeypatch):
+def fake(monkeypatch, tmp_path):
+    monkeypatch.setenv("DEEPOPS_STATE_DIR", str(tmp_path / "state"))  # the inventory's lock
+
     def install(fail_on=None):
         runs = FakeRunner(fail_on)
         monkeypatch.setattr(runner, "run_playbook", runs)
@@ -189,6 +192,22 @@ def test_the_first_failing_step_stops_the_upgrade_and_the_rest_is_untouched(writ
     notes = upgrade.notes(steps, done)
     assert "Accounting database dumped to /var/backups/x.sql.gz before slurmdbd was touched." in notes
     assert "Stopped at batch 1 of 3 (run r2): see the failure above." in notes and "Not touched: gpu02, gpu03." in notes
+
+
+def test_no_other_command_runs_between_two_steps(write_inventory, fake, monkeypatch):
+    runs = fake()
+    cluster = inv.load_cluster(write_inventory(INVENTORY))
+    taken_at_start = []
+
+    def step_run(request, json_output=False, **kwargs):
+        taken_at_start.append(taken_elsewhere(request.inventory))
+        with locks.inventory_lock(request.inventory, request.command):  # as runner.run_playbook takes it
+            return runs(request, json_output)
+
+    monkeypatch.setattr(runner, "run_playbook", step_run)
+    done = upgrade.run_steps(cluster, upgrade.plan_steps(cluster, 1))
+    assert len(done) == 4 and taken_at_start == [True] * 4
+    assert not taken_elsewhere(Path(cluster.inventory))  # released after the last step
 
 
 def test_the_step_hosts_cannot_be_overridden_with_extra_vars(write_inventory):
