@@ -5,6 +5,9 @@ member's cluster address.
 members reach HOST at (what /etc/hosts maps its name to, and where the
 monitoring servers listen): its ``common_hosts_address``, else the default
 IPv4 address in its facts, else "" (not reached in this run).
+``text | deepops.cluster.hosts_file_addresses`` reads hosts(5) lines back:
+``{name: address}``, e.g. from a host's /etc/hosts block, for the members
+not reached in this run.
 
 ``groups | deepops.cluster.resolved_groups(deepops_removed_nodes)`` gives
 ``{'deepops_slurm_dbd': [...], 'deepops_monitoring': [...], ...}``, the first
@@ -114,9 +117,20 @@ def cluster_address(host_vars: Any) -> str:
     return str(default.get("address") or "") if isinstance(default, Mapping) else ""
 
 
+def hosts_file_addresses(text: Any) -> dict[str, str]:
+    """{name: address} from hosts(5) lines ("address name [alias...]", # comments); the first line naming one wins."""
+    addresses: dict[str, str] = {}
+    for line in text.splitlines() if isinstance(text, str) else ():
+        fields = line.split("#", 1)[0].split()
+        for name in fields[1:]:
+            addresses.setdefault(name, fields[0])
+    return addresses
+
+
 class FilterModule:
     """Groups that default to others; members' cluster addresses."""
 
     def filters(self) -> dict[str, Any]:
         """Map filter names to functions."""
-        return {"resolved_groups": resolved_groups, "removed_names": removed_names, "cluster_address": cluster_address}
+        return {"resolved_groups": resolved_groups, "removed_names": removed_names, "cluster_address": cluster_address,
+                "hosts_file_addresses": hosts_file_addresses}

@@ -10,7 +10,9 @@ from __future__ import annotations
 import json
 import subprocess
 import time
+from pathlib import Path
 
+WARN_TASK = "Common | Warn about members without an address"
 # Files the common role manages; plan must leave every one untouched.
 MANAGED_FILES = [
     "/etc/hosts",
@@ -29,6 +31,11 @@ def managed_state(cluster, host: str) -> str:
 
 def host_rows(result) -> dict[str, dict]:
     return result.json()["hosts"]
+
+
+def _events(result) -> list[dict]:
+    """The job events of a run, from its artifacts."""
+    return [json.loads(path.read_text()) for path in Path(result.json()["artifacts"], "job_events").glob("*.json")]
 
 
 def test_check_passes_on_every_host(cluster):
@@ -107,6 +114,28 @@ def test_runs_lists_the_deploys(cluster):
     newest = listing.json()[0]["id"]
     shown = cluster.deepops("runs", "show", newest)
     assert shown.rc == 0 and "ctl01" in shown.stdout
+
+
+def test_a_member_down_for_a_whole_run_keeps_its_address_in_the_others_etc_hosts(cluster):
+    """Not reached at all (no facts): the others keep the line their block had for it, so slurmctld
+    can reach its slurmd when it is back, instead of every host dropping it until the next run."""
+    victim = "gpu02"
+    line = next(line for line in cluster.ssh("ctl01", "cat /etc/hosts").stdout.splitlines()
+                if line.endswith(f" {victim}"))
+    subprocess.run(["docker", "stop", "-t", "0", cluster.container(victim)], check=True, capture_output=True)
+    try:
+        result = cluster.deepops("deploy", "--tags", "common_hosts", "--json")
+        assert result.rc != 0 and host_rows(result)[victim]["unreachable"] > 0, result.stderr
+        for host in cluster.hosts:
+            if host != victim:
+                assert host_rows(result)[host]["changed"] == 0, (host, host_rows(result)[host])
+                assert line in cluster.ssh(host, "cat /etc/hosts").stdout.splitlines(), host
+        warned = [event["event_data"]["res"]["msg"] for event in _events(result)
+                  if event["event"] == "runner_on_ok" and event["event_data"].get("task") == WARN_TASK]
+        assert warned == [f"{victim}: not reachable in this run and no common_hosts_address;"
+                          " /etc/hosts keeps the address its block gave them"]
+    finally:
+        cluster.deepops("virtual", "up", check=True)  # starts the stopped container again
 
 
 def test_stopped_host_fails_alone_and_rerun_converges(cluster):

@@ -1,5 +1,6 @@
 """deepops.cluster.block_in_place: a role skips blockinfile only where the module
-itself would change nothing, so the filter is checked against the module."""
+itself would change nothing, so the filter is checked against the module.
+deepops.cluster.block_text: the block a file holds, found as the module finds it."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ import json
 
 import pytest
 from ansible.errors import AnsibleFilterError
-from ansible_collections.deepops.cluster.plugins.filter.blockinfile import block_in_place
+from ansible_collections.deepops.cluster.plugins.filter.blockinfile import block_in_place, block_text
 from local_playbook import run_local_playbook
 
 MARKER = "# {mark} deepops test"
@@ -68,3 +69,21 @@ def test_an_unread_file_is_not_in_place():
 def test_bad_arguments_are_refused(marker, state):
     with pytest.raises(AnsibleFilterError):
         block_in_place(IN_PLACE, marker, BLOCK, state)
+
+
+@pytest.mark.parametrize(("content", "text"), [
+    (IN_PLACE, BLOCK + "\n"),
+    (IN_PLACE.replace("10.0.0.2", "10.0.0.9") + IN_PLACE, BLOCK + "\n"),  # the last markers, as blockinfile
+    (IN_PLACE.replace("# END deepops test\n", ""), ""),
+    (f"# END deepops test\n{BLOCK}\n# BEGIN deepops test\n", ""),
+    ("# BEGIN deepops test\n# END deepops test\n", ""),
+    ("127.0.0.1 localhost\n", ""),
+    (None, ""),  # not read
+])
+def test_block_text_is_what_the_file_holds_between_the_markers(content, text):
+    assert block_text(content, MARKER) == text
+
+
+def test_block_text_refuses_a_marker_without_mark():
+    with pytest.raises(AnsibleFilterError):
+        block_text(IN_PLACE, "# deepops")

@@ -440,6 +440,14 @@ def test_cluster_address_is_the_pinned_one_else_the_default_ipv4_else_unknown():
     assert cluster_address({"ansible_facts": {"default_ipv4": {}}}) == ""
 
 
+def test_hosts_file_addresses_reads_names_and_aliases_the_first_line_winning():
+    from ansible_collections.deepops.cluster.plugins.filter.cluster_groups import hosts_file_addresses
+
+    text = "10.0.0.1 ctl01 ctl01.example  # the controller\n# 10.0.0.9 gpu09\n\n10.0.0.2\tgpu01\n10.0.0.3 gpu01\n"
+    assert hosts_file_addresses(text) == {"ctl01": "10.0.0.1", "ctl01.example": "10.0.0.1", "gpu01": "10.0.0.2"}
+    assert hosts_file_addresses("") == hosts_file_addresses(None) == {}
+
+
 # --------------------------------------------------------------------------
 # the NVIDIA stack's hosts
 
