@@ -38,6 +38,12 @@ def _events(result) -> list[dict]:
     return [json.loads(path.read_text()) for path in Path(result.json()["artifacts"], "job_events").glob("*.json")]
 
 
+def _ran_on(result, task: str) -> list[str]:
+    """The hosts where TASK ran (not skipped, not failed) in a run."""
+    return sorted(event["event_data"]["host"] for event in _events(result)
+                  if event["event"] == "runner_on_ok" and event["event_data"].get("task") == task)
+
+
 def test_check_passes_on_every_host(cluster):
     result = cluster.deepops("check", "--json")
     assert result.rc == 0, result.stderr
@@ -64,6 +70,11 @@ def test_deploy_converges_and_second_run_changes_nothing(cluster):
     first = cluster.deepops("deploy", "--json")
     assert first.rc == 0, first.stdout + first.stderr
     assert all(row["failed"] == 0 and row["unreachable"] == 0 for row in host_rows(first).values())
+    # Restarted for their new arguments, Prometheus and Alertmanager read their new configuration
+    # then: no reload (SIGHUP) follows while they start.
+    for label, name in (("Prometheus", "prometheus"), ("Alertmanager", "alertmanager")):
+        assert _ran_on(first, f"{label} | Restart {name}"), f"the fresh deploy restarted no {name}"
+        assert _ran_on(first, f"{label} | Reload {name}") == []
 
     second = cluster.deepops("deploy", "--json")
     assert second.rc == 0, second.stderr
