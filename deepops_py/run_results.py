@@ -25,6 +25,11 @@ STATUS_INTERRUPTED = "interrupted"
 
 _VERBOSE_TAIL_LINES = 10
 _MESSAGE_LIMIT = 2000
+# Ansible's notice that a module made its remote_tmp (~/.ansible/tmp) on its
+# first run on a host: it warns of another user needing that directory later,
+# and deepops' plays run every module as one user (root, become), so on a
+# fresh host it only buried the roles' own warnings.
+_UNINFORMATIVE_WARNING = re.compile(r"Module remote_tmp \S+ did not exist and was created with a mode of 0700")
 
 
 @dataclass
@@ -182,6 +187,8 @@ class EventCollector:
         task = str(data.get("task") or "").strip() or "(unnamed task)"
         result = data.get("res") or {}
         for warning in result.get("warnings") or [] if isinstance(result, dict) else []:
+            if _UNINFORMATIVE_WARNING.match(str(warning).strip()):
+                continue
             line = f"{task}: {str(warning).strip()}"
             if line not in host.warnings:
                 host.warnings.append(line)

@@ -195,3 +195,13 @@ def test_task_warnings_are_kept_per_host_once():
         collector.handle(event("runner_on_ok", "ctl", "Accounts", res={"changed": False, "warnings": ["kept: bob@users "]}))
     collector.handle(event("playbook_on_stats", ok={"ctl": 2}, changed={}, failures={}, dark={}, skipped={}, rescued={}, ignored={}))
     assert collector.host_results()["ctl"].warnings == ["Accounts: kept: bob@users"]
+
+
+def test_ansibles_notice_of_a_remote_tmp_made_is_not_a_warning_for_the_user():
+    notice = ("Module remote_tmp /root/.ansible/tmp did not exist and was created with a mode of 0700, this may "
+              "cause issues when running as another user. To avoid this, create the remote_tmp dir with the "
+              "correct permissions manually")
+    collector = EventCollector()
+    collector.handle(event("runner_on_ok", "gpu01", "Common | Map cluster members in /etc/hosts",
+                           res={"changed": True, "warnings": [notice, "gpu02: left out"]}))
+    assert collector.host_results()["gpu01"].warnings == ["Common | Map cluster members in /etc/hosts: gpu02: left out"]
