@@ -187,9 +187,10 @@ class EventCollector:
         task = str(data.get("task") or "").strip() or "(unnamed task)"
         result = data.get("res") or {}
         for warning in result.get("warnings") or [] if isinstance(result, dict) else []:
-            if _UNINFORMATIVE_WARNING.match(str(warning).strip()):
+            text = str(warning).strip()
+            if _UNINFORMATIVE_WARNING.match(text):
                 continue
-            line = f"{task}: {str(warning).strip()}"
+            line = f"{task}: {text}"
             if line not in host.warnings:
                 host.warnings.append(line)
         if kind == "runner_on_ok":
