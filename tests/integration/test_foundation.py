@@ -10,7 +10,8 @@ from __future__ import annotations
 import json
 import subprocess
 import time
-from pathlib import Path
+
+from run_events import task_statuses
 
 WARN_TASK = "Common | Warn about members without an address"
 # Files the common role manages; plan must leave every one untouched.
@@ -33,15 +34,9 @@ def host_rows(result) -> dict[str, dict]:
     return result.json()["hosts"]
 
 
-def _events(result) -> list[dict]:
-    """The job events of a run, from its artifacts."""
-    return [json.loads(path.read_text()) for path in Path(result.json()["artifacts"], "job_events").glob("*.json")]
-
-
 def _ran_on(result, task: str) -> list[str]:
     """The hosts where TASK ran (not skipped, not failed) in a run."""
-    return sorted(event["event_data"]["host"] for event in _events(result)
-                  if event["event"] == "runner_on_ok" and event["event_data"].get("task") == task)
+    return sorted(host for host, statuses in task_statuses(result.json(), task).items() if "ok" in statuses)
 
 
 def test_check_passes_on_every_host(cluster):

@@ -9,10 +9,8 @@ deployed cluster, with the tree passed as -e: four short runs.
 
 from __future__ import annotations
 
-import json
-from pathlib import Path
-
 import yaml
+from run_events import task_statuses
 
 CONTROLLER = "ctl01"
 TASK = "Slurm | QOS, accounts and users in accounting"
@@ -80,18 +78,6 @@ def test_tree_is_applied_kept_planned_and_pruned(cluster, tmp_path):
     assert sorted(left) == [("root", ""), ("root", "root"), ("users", "")], left
 
 
-def _task_statuses(run: dict, host: str, task: str) -> list[str]:
-    """The runner events of TASK on HOST in a run's artifacts: ok, changed, skipped..."""
-    statuses = []
-    for path in sorted(Path(run["artifacts"], "job_events").glob("*.json")):
-        event = json.loads(path.read_text())
-        data = event.get("event_data") or {}
-        if data.get("task") == task and data.get("host") == host and event["event"].startswith("runner_on_"):
-            if event["event"] != "runner_on_start":
-                statuses.append(event["event"].removeprefix("runner_on_"))
-    return statuses
-
-
 def test_a_deploy_puts_back_a_drifted_tree_and_a_rerun_skips_the_module(cluster):
     """The full deploy (not --tags) decides from the controller's first read:
     drift in slurmdbd is found and undone; on the re-run the tree read at the
@@ -106,4 +92,4 @@ def test_a_deploy_puts_back_a_drifted_tree_and_a_rerun_skips_the_module(cluster)
 
     again = cluster.deepops("deploy", "--json")
     assert again.rc == 0, again.stdout[-4000:] + again.stderr[-4000:]
-    assert _task_statuses(again.json(), CONTROLLER, TASK) == ["skipped"]
+    assert task_statuses(again.json(), TASK).get(CONTROLLER) == ["skipped"]
